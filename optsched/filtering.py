@@ -1,0 +1,131 @@
+"""Which nodes a PodSet may run on, and in words why not.
+
+kube-scheduler's node filters (nodeSelector, required node affinity, taints
+and tolerations, readiness) plus Kueue's flavor restrictions (the flavor's
+``nodeLabels`` and ``nodeTaints``) and the GPU facts the planner adds (GPU
+product, health, NVLink island size). The solver and every greedy policy use
+these answers; ``check_plan`` re-derives its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optsched.model import (
+    PRODUCT_LABEL,
+    Node,
+    PodSet,
+    ResourceFlavor,
+    Snapshot,
+    Taint,
+    Toleration,
+    Workload,
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str = ""
+
+
+def _untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> Taint | None:
+    for taint in taints:
+        if taint.effect == "PreferNoSchedule":
+            continue
+        if not any(t.tolerates(taint) for t in tolerations):
+            return taint
+    return None
+
+
+def flavors_of(snapshot: Snapshot, workload: Workload, pod_set: PodSet) -> list[ResourceFlavor | None]:
+    """Flavors a PodSet may use: its reservation's, else those its ClusterQueue offers for GPUs.
+
+    ``[None]`` means no flavor restriction (no ClusterQueue or no flavors known).
+    """
+    if workload.reservation is not None:
+        chosen = workload.reservation.flavors.get(pod_set.name, {})
+        names = sorted(set(chosen.values()))
+        if names:
+            return [snapshot.flavor(n) or ResourceFlavor(name=n) for n in names[:1]]
+    cq = snapshot.cluster_queue_of(workload)
+    if cq is None:
+        return [None]
+    resource = "nvidia.com/gpu" if pod_set.request.gpus else "cpu"
+    offered = cq.flavors_for(resource) or cq.flavors_for("cpu")
+    if not offered:
+        return [None]
+    return [snapshot.flavor(f.name) or ResourceFlavor(name=f.name) for f in offered]
+
+
+def node_verdict(node: Node, pod_set: PodSet, flavor: ResourceFlavor | None) -> Verdict:
+    """Can pods of ``pod_set`` ever run on ``node`` (ignoring what is free now)?"""
+    if not node.ready:
+        return Verdict(False, "node not Ready")
+    if node.unschedulable:
+        return Verdict(False, "node cordoned")
+    labels = node.labels
+    for key, value in pod_set.node_selector.items():
+        if labels.get(key) != value:
+            return Verdict(False, f"nodeSelector {key}={value}")
+    if pod_set.affinity_terms and not any(t.matches(labels) for t in pod_set.affinity_terms):
+        return Verdict(False, "required node affinity")
+    tolerations = pod_set.tolerations
+    if flavor is not None:
+        for key, value in flavor.node_labels.items():
+            if labels.get(key) != value:
+                return Verdict(False, f"flavor {flavor.name} label {key}={value}")
+        tolerations = tolerations + flavor.tolerations
+        taint = _untolerated(flavor.node_taints, pod_set.tolerations)
+        if taint is not None:
+            return Verdict(False, f"flavor {flavor.name} taint {taint.key}:{taint.effect}")
+    taint = _untolerated(node.taints, tolerations)
+    if taint is not None:
+        value = f"={taint.value}" if taint.value else ""
+        return Verdict(False, f"taint {taint.key}{value}:{taint.effect}")
+    request = pod_set.request
+    if request.gpus:
+        healthy = len(node.healthy_gpus)
+        if healthy == 0:
+            return Verdict(False, "no healthy GPU")
+        if request.gpus > healthy:
+            return Verdict(False, f"has {healthy} healthy GPUs, pod needs {request.gpus}")
+        if request.gpu_mem_mib and node.gpu_memory_mib and request.gpu_mem_mib > node.gpu_memory_mib:
+            return Verdict(False, f"GPU memory {node.gpu_memory_mib} MiB < {request.gpu_mem_mib} MiB")
+        if pod_set.nvlink_required and request.gpus > node.largest_island:
+            return Verdict(False, f"largest NVLink island has {node.largest_island} GPUs")
+    for name, amount in request.extended.items():
+        if node.extended.get(name, 0) < amount:
+            return Verdict(False, f"no {name}")
+    if request.cpu_milli > node.cpu_milli or request.memory_mib > node.memory_mib:
+        return Verdict(False, "CPU/memory allocatable too small")
+    return Verdict(True)
+
+
+def product_of(node: Node) -> str:
+    return node.gpu_product or node.labels.get(PRODUCT_LABEL, "")
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Nodes a PodSet may use (per flavor) and a count of why the others are excluded."""
+
+    flavor: ResourceFlavor | None
+    nodes: tuple[Node, ...]
+    excluded: dict[str, int]
+
+
+def candidates(snapshot: Snapshot, workload: Workload, pod_set: PodSet) -> list[Candidates]:
+    """Eligible nodes per allowed flavor, in flavor order."""
+    out = []
+    for flavor in flavors_of(snapshot, workload, pod_set):
+        ok: list[Node] = []
+        excluded: dict[str, int] = {}
+        for node in snapshot.nodes:
+            verdict = node_verdict(node, pod_set, flavor)
+            if verdict.ok:
+                ok.append(node)
+            else:
+                excluded[verdict.reason] = excluded.get(verdict.reason, 0) + 1
+        out.append(Candidates(flavor, tuple(ok), excluded))
+    return out

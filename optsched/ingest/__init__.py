@@ -1,0 +1,1 @@
+"""Turning Kubernetes and Kueue objects (plain dicts) into the frozen snapshot model."""

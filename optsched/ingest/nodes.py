@@ -1,0 +1,172 @@
+"""Nodes, and the usage of bound pods folded into per-node, per-GPU accounting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from optsched.errors import InputError
+from optsched.ingest.fields import describe, get_list, get_map, get_str, string_map
+from optsched.ingest.pods import gpu_indices, is_terminal, pod_request, share_milli_for_usage
+from optsched.ingest.scheduling import parse_taints
+from optsched.model import (
+    FULL_GPU_MILLI,
+    GPU_MEMORY_LABEL,
+    GPU_RESOURCE,
+    GPU_TOPOLOGY_ANNOTATION,
+    MIG_PREFIX,
+    PRODUCT_LABEL,
+    Node,
+    NodeUsage,
+)
+from optsched.quantity import count, cpu_milli, memory_mib
+from optsched.topology.gpu_topology import no_nvlink, parse_gpu_topology
+
+
+def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
+    """A Node, or None with a warning when its GPU topology annotation is unusable."""
+    name = get_str(obj, "metadata.name", required=True)
+    labels = string_map(get_map(obj, "metadata").get("labels"), obj=obj, field="metadata.labels")
+    annotations = string_map(
+        get_map(obj, "metadata").get("annotations"), obj=obj, field="metadata.annotations"
+    )
+    allocatable = get_map(obj, "status.allocatable") or get_map(obj, "status.capacity")
+    if not allocatable:
+        raise InputError(
+            "is required but missing (status.capacity too)", obj=describe(obj), field="status.allocatable"
+        )
+
+    def quantity(key: str, parse: Any, default: int = 0) -> int:
+        if key not in allocatable:
+            return default
+        try:
+            value: int = (
+                parse(allocatable[key], round_up=False) if parse is not count else count(allocatable[key])
+            )
+            return value
+        except InputError as exc:
+            raise InputError(exc.detail, obj=describe(obj), field=f"status.allocatable.{key}") from None
+
+    gpu_count = quantity(GPU_RESOURCE, count)
+    extended = {k: quantity(k, count) for k in allocatable if k.startswith(MIG_PREFIX)}
+    gpu_memory = 0
+    if labels.get(GPU_MEMORY_LABEL, "").isdigit():
+        gpu_memory = int(labels[GPU_MEMORY_LABEL])
+    warnings: list[str] = []
+    raw_topology = annotations.get(GPU_TOPOLOGY_ANNOTATION)
+    topology = no_nvlink(gpu_count)
+    if raw_topology is not None:
+        try:
+            topology = parse_gpu_topology(raw_topology, gpu_count)
+        except ValueError as exc:
+            warnings.append(
+                f"Node {name}: annotation {GPU_TOPOLOGY_ANNOTATION} is malformed ({exc}); "
+                "node left out of planning"
+            )
+            return None, warnings
+    ready = (
+        any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in get_list(obj, "status.conditions")
+            if isinstance(c, dict)
+        )
+        if get_list(obj, "status.conditions")
+        else True
+    )
+    node = Node(
+        name=name,
+        labels=labels,
+        taints=parse_taints(get_map(obj, "spec").get("taints"), obj=obj, field="spec.taints"),
+        cpu_milli=quantity("cpu", cpu_milli),
+        memory_mib=quantity("memory", memory_mib),
+        max_pods=quantity("pods", count, default=110),
+        gpu_count=gpu_count,
+        gpu_product=labels.get(PRODUCT_LABEL, ""),
+        gpu_memory_mib=gpu_memory,
+        nvlink_islands=topology.islands,
+        numa=topology.numa,
+        unhealthy_gpus=topology.unhealthy,
+        extended=extended,
+        ready=ready,
+        unschedulable=bool(get_map(obj, "spec").get("unschedulable")),
+    )
+    return node, warnings
+
+
+@dataclass
+class _UsageBuilder:
+    node: Node
+    cpu: int = 0
+    mem: int = 0
+    pods: int = 0
+    unknown: int = 0
+    gpu_milli: list[int] = field(default_factory=list)
+    gpu_mem: list[int] = field(default_factory=list)
+    extended: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.gpu_milli = [0] * self.node.gpu_count
+        self.gpu_mem = [0] * self.node.gpu_count
+
+    def freeze(self) -> NodeUsage:
+        return NodeUsage(
+            cpu_milli=self.cpu,
+            memory_mib=self.mem,
+            pods=self.pods,
+            gpu_milli=tuple(self.gpu_milli),
+            gpu_mem_mib=tuple(self.gpu_mem),
+            unknown_index_gpus=self.unknown,
+            extended=self.extended,
+        )
+
+
+def node_usage(nodes: dict[str, Node], pods: list[dict[str, Any]]) -> tuple[dict[str, NodeUsage], list[str]]:
+    """Usage per node from non-terminal pods bound to it (``spec.nodeName``).
+
+    A pod whose ``optsched.io/gpus`` annotation is missing or invalid holds
+    GPUs of unknown index: they are counted (so capacity stays right) but no
+    index is ever promised on their account. A share of unknown index is
+    counted as a whole GPU, the only safe assumption.
+    """
+    builders: dict[str, _UsageBuilder] = {}
+    warnings: list[str] = []
+    for pod in pods:
+        node_name = get_map(pod, "spec").get("nodeName")
+        if not node_name or is_terminal(pod) or node_name not in nodes:
+            continue
+        node = nodes[node_name]
+        builder = builders.setdefault(node_name, _UsageBuilder(node))
+        request = pod_request(get_map(pod, "spec"), obj=pod, field="spec")
+        builder.cpu += request.cpu_milli
+        builder.mem += request.memory_mib
+        builder.pods += 1
+        for name, amount in request.extended.items():
+            builder.extended[name] = builder.extended.get(name, 0) + amount
+        if not request.gpus:
+            continue
+        indices = gpu_indices(pod, node.gpu_count)
+        if indices is not None and len(indices) != request.gpus:
+            warnings.append(
+                f"{describe(pod)}: optsched.io/gpus lists {len(indices)} GPUs but the pod "
+                f"requests {request.gpus}; its GPU indices are treated as unknown"
+            )
+            indices = None
+        if indices is None:
+            builder.unknown += request.gpus
+            continue
+        for gpu in indices:
+            if request.is_share:
+                builder.gpu_milli[gpu] += share_milli_for_usage(request, node.gpu_memory_mib)
+                builder.gpu_mem[gpu] += request.gpu_mem_mib
+            else:
+                builder.gpu_milli[gpu] += FULL_GPU_MILLI
+                builder.gpu_mem[gpu] += node.gpu_memory_mib
+    for name, builder in builders.items():
+        over = [g for g, used in enumerate(builder.gpu_milli) if used > FULL_GPU_MILLI]
+        if over:
+            warnings.append(
+                f"Node {name}: GPU(s) {over} are used by more than their capacity according to "
+                "bound pods; they are treated as full"
+            )
+            builder.gpu_milli = [min(u, FULL_GPU_MILLI) for u in builder.gpu_milli]
+    return {name: b.freeze() for name, b in builders.items()}, warnings

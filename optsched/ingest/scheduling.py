@@ -1,0 +1,103 @@
+"""Node-selection parts of a pod spec: taints, tolerations, node affinity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optsched.errors import InputError
+from optsched.ingest.fields import describe
+from optsched.model import NodeSelectorTerm, SelectorRequirement, Taint, Toleration
+
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def parse_taints(raw: Any, *, obj: dict[str, Any], field: str) -> tuple[Taint, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError("expected a list of taints", obj=describe(obj), field=field)
+    taints = []
+    for number, item in enumerate(raw):
+        where = f"{field}[{number}]"
+        if not isinstance(item, dict) or "key" not in item:
+            raise InputError("a taint needs a key", obj=describe(obj), field=where)
+        effect = item.get("effect")
+        if effect not in _EFFECTS:
+            raise InputError(
+                f"effect must be one of {', '.join(_EFFECTS)}, got {effect!r}",
+                obj=describe(obj),
+                field=f"{where}.effect",
+            )
+        taints.append(Taint(key=str(item["key"]), value=str(item.get("value") or ""), effect=effect))
+    return tuple(taints)
+
+
+def parse_tolerations(raw: Any, *, obj: dict[str, Any], field: str) -> tuple[Toleration, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise InputError("expected a list of tolerations", obj=describe(obj), field=field)
+    out = []
+    for number, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise InputError("a toleration must be a mapping", obj=describe(obj), field=f"{field}[{number}]")
+        operator = item.get("operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            raise InputError(
+                f"operator must be Equal or Exists, got {operator!r}",
+                obj=describe(obj),
+                field=f"{field}[{number}].operator",
+            )
+        out.append(
+            Toleration(
+                key=item.get("key") or None,
+                operator=operator,
+                value=None if item.get("value") is None else str(item["value"]),
+                effect=item.get("effect") or None,
+            )
+        )
+    return tuple(out)
+
+
+def parse_required_affinity(
+    spec: dict[str, Any], *, obj: dict[str, Any], field: str
+) -> tuple[NodeSelectorTerm, ...]:
+    """``affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms``."""
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms_raw = required.get("nodeSelectorTerms") or []
+    if not isinstance(terms_raw, list):
+        raise InputError("nodeSelectorTerms must be a list", obj=describe(obj), field=field)
+    terms = []
+    for number, term in enumerate(terms_raw):
+        exprs = []
+        for index, expr in enumerate((term or {}).get("matchExpressions") or []):
+            where = f"{field}.nodeSelectorTerms[{number}].matchExpressions[{index}]"
+            operator = expr.get("operator") if isinstance(expr, dict) else None
+            if not isinstance(expr, dict) or "key" not in expr or operator not in _OPERATORS:
+                raise InputError(
+                    f"needs a key and an operator in {', '.join(_OPERATORS)}", obj=describe(obj), field=where
+                )
+            exprs.append(
+                SelectorRequirement(
+                    key=expr["key"], operator=operator, values=tuple(str(v) for v in expr.get("values") or ())
+                )
+            )
+        for index, expr in enumerate((term or {}).get("matchFields") or []):
+            if isinstance(expr, dict) and expr.get("key") == "metadata.name":
+                exprs.append(
+                    SelectorRequirement(
+                        key="kubernetes.io/hostname",
+                        operator=expr.get("operator", "In"),
+                        values=tuple(str(v) for v in expr.get("values") or ()),
+                    )
+                )
+            else:
+                raise InputError(
+                    "only matchFields on metadata.name are supported",
+                    obj=describe(obj),
+                    field=f"{field}.nodeSelectorTerms[{number}].matchFields[{index}]",
+                )
+        terms.append(NodeSelectorTerm(match_expressions=tuple(exprs)))
+    return tuple(terms)

@@ -1,0 +1,113 @@
+"""The plan: a value that says what to admit, where, and why the rest waits.
+
+Field names serialise in camelCase to match the JSON contract of
+``optsched plan --format json`` (BRIEF 2.5).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class PlanModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+class PlanStatus(StrEnum):
+    OPTIMAL = "OPTIMAL"
+    FEASIBLE = "FEASIBLE"
+    FALLBACK = "FALLBACK"
+    """The greedy path produced the plan (no solver solution in time, or a baseline policy)."""
+    HEURISTIC = "HEURISTIC"
+    """A baseline policy produced the plan on purpose."""
+    EMPTY = "EMPTY"
+    """Nothing was pending."""
+
+
+class PodPlacement(PlanModel):
+    index: int
+    node: str
+    gpus: list[int] | None = None
+    """GPU indices; ``None`` where the node's free indices are not known."""
+
+
+class PodSetPlacement(PlanModel):
+    name: str
+    flavor: str | None = None
+    pods: list[PodPlacement] = Field(default_factory=list)
+
+
+class WorkloadDecision(PlanModel):
+    name: str
+    """``namespace/name``."""
+    decision: Literal["admit", "defer"]
+    priority: int = 0
+    gpus: float = 0.0
+    """GPUs the admitted pods take (shares counted by fraction)."""
+    reasons: list[str] = Field(default_factory=list)
+    pod_sets: list[PodSetPlacement] = Field(default_factory=list)
+
+
+class ProductSummary(PlanModel):
+    product: str
+    gpus_total: int
+    gpus_free_before: float
+    gpus_free_after: float
+    fragmentation_before: float
+    fragmentation_after: float
+
+
+class PlanSummary(PlanModel):
+    gpus_total: int = 0
+    gpus_allocated_before: float = 0.0
+    gpus_free_before: float = 0.0
+    gpus_allocated_after: float = 0.0
+    gpus_free_after: float = 0.0
+    gpus_admitted: float = 0.0
+    fragmentation_before: float = 0.0
+    """FGD fragmentation (GPUs) of the free capacity against the pending queue's shapes."""
+    fragmentation_after: float = 0.0
+    stranded_gpus_before: int = 0
+    """Whole free GPUs no pending shape can use."""
+    stranded_gpus_after: int = 0
+    workloads_admitted: int = 0
+    workloads_deferred: int = 0
+    pods_admitted: int = 0
+    multi_gpu_pods: int = 0
+    multi_gpu_pods_in_one_island: int = 0
+    racks_per_gang: float = 0.0
+    by_product: list[ProductSummary] = Field(default_factory=list)
+
+
+class Plan(PlanModel):
+    status: PlanStatus
+    policy: str = "optimizer"
+    solve_seconds: float = 0.0
+    objective: dict[str, float] = Field(default_factory=dict)
+    """Per lexicographic stage, highest first."""
+    bound: float | None = None
+    """Best bound on the first (admitted-work) stage."""
+    gap: float | None = None
+    """Relative gap of the first stage: (bound - value) / bound."""
+    workloads: list[WorkloadDecision] = Field(default_factory=list)
+    summary: PlanSummary = Field(default_factory=PlanSummary)
+    warnings: list[str] = Field(default_factory=list)
+    solver_log: list[str] = Field(default_factory=list)
+
+    def decision(self, name: str) -> WorkloadDecision | None:
+        return next((w for w in self.workloads if w.name == name), None)
+
+    @property
+    def admitted(self) -> list[WorkloadDecision]:
+        return [w for w in self.workloads if w.decision == "admit"]
+
+    @property
+    def deferred(self) -> list[WorkloadDecision]:
+        return [w for w in self.workloads if w.decision == "defer"]
+
+    def to_json_dict(self) -> dict[str, object]:
+        return self.model_dump(mode="json", by_alias=True, exclude={"solver_log"})

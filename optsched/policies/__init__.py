@@ -1,0 +1,1 @@
+"""Placement policies: the optimizer and the greedy baselines it is compared against."""

@@ -1,0 +1,23 @@
+"""The per-pod node choice every greedy baseline implements.
+
+A greedy policy is only a rule for picking one node (and GPU indices) for one
+pod among nodes where it fits. The queue walk, gang all-or-nothing, topology
+domains and plan building are shared (``optsched.policies.greedy``), and the
+trace replay benchmark calls :meth:`NodeChooser.choose` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from optsched.model import PodRequest
+from optsched.state import NodeState
+
+
+class NodeChooser(Protocol):
+    """Picks a node and GPU indices for one pod, or None if it fits nowhere."""
+
+    name: str
+
+    def choose(self, nodes: Sequence[NodeState], req: PodRequest) -> tuple[NodeState, list[int]] | None: ...

@@ -1,0 +1,1 @@
+"""Topology facts: NVLink islands inside a node, and domains (block, rack, host) across nodes."""

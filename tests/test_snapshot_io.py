@@ -1,0 +1,218 @@
+"""Reading snapshots: kubectl Lists and YAML streams into the frozen model."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from optsched.errors import InputError
+from optsched.snapshot_io import impossible_requests, load_snapshot, snapshot_from_objects
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def node_obj(name: str, gpus: int = 8, topology: str | None = None, **labels: str) -> dict[str, Any]:
+    annotations = {"optsched.io/gpu-topology": topology} if topology is not None else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                "nvidia.com/gpu.memory": "81559",
+                **labels,
+            },
+            "annotations": annotations,
+        },
+        "status": {
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod_obj(
+    name: str,
+    node: str,
+    resources: dict[str, Any],
+    gpus_annotation: str | None = None,
+    phase: str = "Running",
+) -> dict[str, Any]:
+    annotations = {"optsched.io/gpus": gpus_annotation} if gpus_annotation else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "annotations": annotations},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": resources}}]},
+        "status": {"phase": phase},
+    }
+
+
+def workload_obj(
+    name: str,
+    *,
+    gpus: int = 1,
+    count: int = 1,
+    conditions: list[dict[str, str]] | None = None,
+    api: str = "kueue.x-k8s.io/v1beta2",
+    annotations: dict[str, str] | None = None,
+    extra_resources: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    resources = {"nvidia.com/gpu": gpus, "cpu": "2", "memory": "8Gi", **(extra_resources or {})}
+    return {
+        "apiVersion": api,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "ns", "creationTimestamp": "2026-11-01T10:00:00Z"},
+        "spec": {
+            "queueName": "lq",
+            "priority": 5,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": count,
+                    "template": {
+                        "metadata": {"annotations": annotations or {}},
+                        "spec": {"containers": [{"name": "c", "resources": {"requests": resources}}]},
+                    },
+                }
+            ],
+        },
+        "status": {"conditions": conditions or []},
+    }
+
+
+def test_reads_nodes_usage_and_pending_workloads() -> None:
+    snap = snapshot_from_objects(
+        [
+            node_obj("n1", topology='{"nvlinkIslands": [[0,1],[2,3],[4,5],[6,7]], "unhealthy": [7]}'),
+            pod_obj("p1", "n1", {"nvidia.com/gpu": 2, "cpu": "4"}, gpus_annotation="0,1"),
+            pod_obj("p2", "n1", {"nvidia.com/gpu": 1}),
+            pod_obj(
+                "p3",
+                "n1",
+                {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 30},
+                gpus_annotation="2",
+            ),
+            pod_obj("done", "n1", {"nvidia.com/gpu": 4}, phase="Succeeded"),
+            workload_obj(
+                "w1",
+                gpus=4,
+                count=2,
+                annotations={
+                    "kueue.x-k8s.io/podset-required-topology": "rack",
+                    "optsched.io/nvlink": "required",
+                },
+            ),
+            workload_obj("admitted", conditions=[{"type": "Admitted", "status": "True"}]),
+            workload_obj("finished", conditions=[{"type": "Finished", "status": "True"}]),
+        ]
+    )
+    (node,) = snap.nodes
+    assert node.nvlink_islands == ((0, 1), (2, 3), (4, 5), (6, 7))
+    assert node.unhealthy_gpus == frozenset({7})
+    assert node.cpu_milli == 64_000 and node.memory_mib == 512 * 1024 and node.gpu_memory_mib == 81559
+    usage = snap.usage_of("n1")
+    assert usage.gpu_milli[:3] == (1000, 1000, 300)
+    assert usage.gpu_mem_mib[2] == 20000
+    assert usage.unknown_index_gpus == 1
+    assert usage.pods == 3
+    assert [w.name for w in snap.workloads] == ["w1"]
+    (pod_set,) = snap.workloads[0].pod_sets
+    assert pod_set.count == 2 and pod_set.request.gpus == 4
+    assert pod_set.required_topology == "rack" and pod_set.nvlink_required
+    assert snap.workloads[0].priority == 5
+
+
+def test_share_requests_follow_the_hami_convention() -> None:
+    snap = snapshot_from_objects(
+        [
+            node_obj("n1"),
+            workload_obj(
+                "frac", gpus=1, extra_resources={"nvidia.com/gpumem": "10000", "nvidia.com/gpucores": "25"}
+            ),
+        ]
+    )
+    request = snap.workloads[0].pod_sets[0].request
+    assert request.is_share and request.gpu_milli == 250 and request.gpu_mem_mib == 10000
+
+
+def test_v1beta1_workloads_and_cluster_queue_cohorts_are_read() -> None:
+    cq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {
+            "cohort": "all",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "h100",
+                            "resources": [
+                                {"name": "nvidia.com/gpu", "nominalQuota": 16, "borrowingLimit": 8}
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    snap = snapshot_from_objects([node_obj("n1"), cq, workload_obj("w", api="kueue.x-k8s.io/v1beta1")])
+    assert snap.cluster_queues[0].cohort == "all"
+    quota = snap.cluster_queues[0].resource_groups[0].flavors[0].resources[0]
+    assert (quota.nominal, quota.borrowing_limit) == (16, 8)
+    assert snap.workloads[0].name == "w"
+
+
+def test_malformed_gpu_topology_leaves_the_node_out_with_a_warning() -> None:
+    snap = snapshot_from_objects([node_obj("good"), node_obj("bad", topology="{oops")])
+    assert [n.name for n in snap.nodes] == ["good"]
+    assert any("Node bad" in w and "optsched.io/gpu-topology" in w for w in snap.warnings)
+
+
+def test_bad_quantity_names_file_object_and_field(tmp_path: Path) -> None:
+    bad = node_obj("n1")
+    bad["status"]["allocatable"]["cpu"] = "12 cores"
+    path = tmp_path / "snap.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [bad]}))
+    with pytest.raises(InputError) as err:
+        load_snapshot(path)
+    message = str(err.value)
+    assert str(path) in message and "Node n1" in message and "status.allocatable.cpu" in message
+
+
+def test_workload_without_podsets_is_bad_input() -> None:
+    obj = workload_obj("w")
+    del obj["spec"]["podSets"]
+    with pytest.raises(InputError, match=r"Workload ns/w.*spec.podSets"):
+        snapshot_from_objects([node_obj("n1"), obj], source="x.yaml")
+
+
+def test_not_yaml_is_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("key: [unclosed\n  - : :\n")
+    with pytest.raises(InputError, match="not valid YAML"):
+        load_snapshot(path)
+
+
+def test_scalar_document_is_not_an_object(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("just some words\n")
+    with pytest.raises(InputError, match="not a Kubernetes object"):
+        load_snapshot(path)
+
+
+def test_pod_larger_than_any_node_is_reported() -> None:
+    snap = snapshot_from_objects([node_obj("n1"), workload_obj("huge", gpus=16)])
+    (problem,) = impossible_requests(snap)
+    assert "ns/huge" in problem and "16 GPUs" in problem and "largest node has 8" in problem
+
+
+def test_bundled_example_loads() -> None:
+    snap = load_snapshot(ROOT / "examples" / "cluster-small.yaml")
+    assert len(snap.nodes) >= 10
+    assert snap.workloads
+    assert not impossible_requests(snap)
