@@ -28,6 +28,9 @@ from optsched.kueue.objects import (
 )
 from optsched.model import DEFAULT_TOPOLOGY_LEVELS, Node, Snapshot
 
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 KUEUE_KINDS = ("Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "AdmissionCheck")
 
 
@@ -41,7 +44,7 @@ def read_documents(path: str | Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read: {exc}", source=source) from None
     try:
-        documents = list(yaml.safe_load_all(text))
+        documents = list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -194,4 +197,4 @@ def dump_objects(objects: list[dict[str, Any]], path: str | Path) -> None:
     if target.suffix == ".json":
         target.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     else:
-        target.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        target.write_text(yaml.dump(document, Dumper=_DUMPER, sort_keys=False), encoding="utf-8")
