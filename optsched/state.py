@@ -33,6 +33,8 @@ class NodeState:
     ext: dict[str, int] = field(default_factory=dict)
     cpu_total: int = 0
     mem_total: int = 0
+    _fully_free: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+    """Cache of :meth:`fully_free_gpus`; :meth:`take` and :meth:`give_back` reset it."""
 
     @classmethod
     def from_node(cls, node: Node, usage: NodeUsage | None = None) -> NodeState:
@@ -99,8 +101,11 @@ class NodeState:
             and self.gpu_mem[gpu] == self.gpu_mem_total
         )
 
-    def fully_free_gpus(self) -> list[int]:
-        return [i for i in range(self.gpu_count) if self.is_fully_free(i)]
+    def fully_free_gpus(self) -> tuple[int, ...]:
+        """Healthy GPUs with no share on them; cached because every policy asks per candidate node."""
+        if self._fully_free is None:
+            self._fully_free = tuple(i for i in range(self.gpu_count) if self.is_fully_free(i))
+        return self._fully_free
 
     @property
     def whole_free(self) -> int:
@@ -166,6 +171,7 @@ class NodeState:
 
     def take(self, req: PodRequest, gpus: Iterable[int]) -> None:
         """Book one pod on this node (no checks: call :meth:`choose_gpus` first)."""
+        self._fully_free = None
         self.cpu -= req.cpu_milli
         self.mem -= req.memory_mib
         self.pods -= 1
@@ -181,6 +187,7 @@ class NodeState:
 
     def give_back(self, req: PodRequest, gpus: Iterable[int]) -> None:
         """Undo :meth:`take` (used when a gang cannot be completed)."""
+        self._fully_free = None
         self.cpu += req.cpu_milli
         self.mem += req.memory_mib
         self.pods += 1

@@ -53,5 +53,19 @@ def test_unknown_index_usage_is_counted_and_blocks_untouched_gpus_for_shares() -
 
 def test_unhealthy_gpus_are_never_free() -> None:
     state = NodeState.from_node(node("n", gpus=2, unhealthy=frozenset({1})), NodeUsage())
-    assert state.fully_free_gpus() == [0]
+    assert state.fully_free_gpus() == (0,)
     assert state.choose_gpus(PodRequest(gpus=2)) is None
+
+
+def test_free_gpu_cache_follows_take_and_give_back() -> None:
+    state = NodeState.from_node(node("n", gpus=4), NodeUsage())
+    req = PodRequest(gpus=2)
+    gpus = state.choose_gpus(req)
+    assert gpus is not None
+    state.take(req, gpus)
+    assert state.whole_free == 2
+    state.give_back(req, gpus)
+    assert state.whole_free == 4
+    share = PodRequest(gpus=1, gpu_milli=100)
+    state.take(share, [3])
+    assert state.fully_free_gpus() == (0, 1, 2)

@@ -1,0 +1,1 @@
+"""Benchmarks: trace replay against published results, and a synthetic topology benchmark."""

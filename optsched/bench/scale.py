@@ -1,0 +1,219 @@
+"""``optsched bench scale``: how the optimizer behaves on a large synthetic cluster.
+
+The cluster: N nodes of 8 GPUs, mostly H100 on NVSwitch (one NVLink island of
+8), some A100 PCIe boxes with four NVLink pairs; racks of 16-32 nodes grouped
+into blocks of 4-8 racks; about a fifth of the nodes partly used (some by pods
+that do not say which GPU indices they hold). The queue: single pods of
+1/2/4/8 GPUs, gangs of 2-16 pods (some requiring one rack), two priority
+levels, created over a few hours. The optimizer, BestFit and FGD plan the same
+snapshot; the table shows what each admits, how well it keeps pods inside
+NVLink islands and gangs inside racks, and what it costs in time and memory
+("solve s" is the policy's own time as its plan reports it -- for the optimizer
+the greedy hint, model building, CP-SAT search and GPU index assignment; "wall
+s" adds plan assembly: summary, deferral reasons; peak MiB is the process's
+peak resident memory so far).
+Everything is seeded, so a run can be repeated exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+from optsched.model import (
+    DEFAULT_TOPOLOGY_LEVELS,
+    HOSTNAME_LABEL,
+    PRODUCT_LABEL,
+    Node,
+    NodeUsage,
+    PodRequest,
+    PodSet,
+    Snapshot,
+    Workload,
+)
+from optsched.plan import Plan
+from optsched.settings import Settings
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-PCIE-40GB"
+BLOCK, RACK = DEFAULT_TOPOLOGY_LEVELS[0], DEFAULT_TOPOLOGY_LEVELS[1]
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def synthetic_cluster(nodes: int, workloads: int, seed: int) -> Snapshot:
+    """A seeded cluster and pending queue as described in the module docstring."""
+    rng = random.Random(seed)
+    node_list: list[Node] = []
+    usage: dict[str, NodeUsage] = {}
+    block, rack, in_rack, rack_size, racks_in_block, block_size = (
+        0,
+        0,
+        0,
+        rng.randint(16, 32),
+        0,
+        rng.randint(4, 8),
+    )
+    for i in range(nodes):
+        if in_rack == rack_size:
+            rack, in_rack, rack_size = rack + 1, 0, rng.randint(16, 32)
+            racks_in_block += 1
+            if racks_in_block == block_size:
+                block, racks_in_block, block_size = block + 1, 0, rng.randint(4, 8)
+        in_rack += 1
+        name = f"node-{i:05d}"
+        a100 = rng.random() < 0.15
+        product = A100 if a100 else H100
+        islands = tuple((2 * k, 2 * k + 1) for k in range(4)) if a100 else (tuple(range(8)),)
+        node_list.append(
+            Node(
+                name=name,
+                labels={
+                    PRODUCT_LABEL: product,
+                    BLOCK: f"b{block}",
+                    RACK: f"b{block}-r{rack}",
+                    HOSTNAME_LABEL: name,
+                },
+                cpu_milli=128_000,
+                memory_mib=1_048_576,
+                gpu_count=8,
+                gpu_product=product,
+                gpu_memory_mib=40_960 if a100 else 81_920,
+                nvlink_islands=islands,
+            )
+        )
+        if rng.random() < 0.2:
+            used = rng.choice([1, 2, 3, 4, 6])
+            if rng.random() < 0.25:
+                usage[name] = NodeUsage(
+                    cpu_milli=8_000 * used, memory_mib=65_536 * used, pods=used, unknown_index_gpus=used
+                )
+            else:
+                taken = sorted(rng.sample(range(8), used))
+                milli = tuple(1000 if g in taken else 0 for g in range(8))
+                mem = tuple((40_960 if a100 else 81_920) if g in taken else 0 for g in range(8))
+                usage[name] = NodeUsage(
+                    cpu_milli=8_000 * used,
+                    memory_mib=65_536 * used,
+                    pods=len(taken),
+                    gpu_milli=milli,
+                    gpu_mem_mib=mem,
+                )
+    queue: list[Workload] = []
+    for j in range(workloads):
+        priority = 100 if rng.random() < 0.2 else 0
+        created = EPOCH + timedelta(seconds=int(j * 4 * 3600 / max(1, workloads)))
+        if rng.random() < 0.6:
+            gpus = rng.choice([1, 1, 2, 4, 8])
+            count, required = 1, None
+        else:
+            gpus = rng.choice([4, 8, 8])
+            count = rng.randint(2, 16)
+            required = RACK if rng.random() < 0.3 else None
+        request = PodRequest(cpu_milli=8_000 * gpus, memory_mib=65_536 * gpus, gpus=gpus)
+        queue.append(
+            Workload(
+                namespace="bench",
+                name=f"job-{j:05d}",
+                priority=priority,
+                created=created,
+                pod_sets=(PodSet(name="workers", count=count, request=request, required_topology=required),),
+            )
+        )
+    return Snapshot(
+        nodes=tuple(node_list), usage=usage, workloads=tuple(queue), source=f"synthetic seed {seed}"
+    )
+
+
+def register_scale(subparser: argparse.ArgumentParser) -> None:
+    """Arguments of ``optsched bench scale``."""
+    subparser.add_argument("--nodes", type=int, default=1000, help="GPU nodes (8 GPUs each); default 1000")
+    subparser.add_argument("--workloads", type=int, default=1000, help="pending workloads; default 1000")
+    subparser.add_argument(
+        "--seed", type=int, default=1, help="random seed of the synthetic cluster; default 1"
+    )
+    subparser.add_argument(
+        "--time-limit", type=float, default=5.0, help="optimizer time limit in s; default 5"
+    )
+    subparser.add_argument("--workers", type=int, default=0, help="CP-SAT workers; default 0 = all cores")
+    subparser.add_argument(
+        "--policies",
+        default="optimizer,bestfit,fgd",
+        help="comma-separated policies to compare; default optimizer,bestfit,fgd",
+    )
+
+
+def _peak_mib() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def _row(name: str, plan: Plan, seconds: float, violations: int) -> dict[str, str]:
+    s = plan.summary
+    hit = f"{s.multi_gpu_pods_in_one_island / s.multi_gpu_pods:.1%}" if s.multi_gpu_pods else "-"
+    return {
+        "policy": name,
+        "gpus admitted": f"{s.gpus_admitted:g}",
+        "workloads": f"{s.workloads_admitted}",
+        "nvlink hit": hit,
+        "racks/gang": f"{s.racks_per_gang:.2f}",
+        "frag after": f"{s.fragmentation_after:.1f}",
+        "solve s": f"{plan.solve_seconds:.2f}",
+        "wall s": f"{seconds:.2f}",
+        "peak MiB": f"{_peak_mib():.0f}",
+        "status": plan.status.value,
+        "gap": f"{plan.gap:.2%}" if plan.gap is not None else "-",
+        "invalid": str(violations),
+    }
+
+
+def run_scale(args: argparse.Namespace) -> int:
+    """Build the cluster, plan it with each policy, print the comparison table."""
+    from optsched.policies.registry import run_policy
+    from optsched.validate import check_plan
+
+    started = time.perf_counter()
+    snapshot = synthetic_cluster(args.nodes, args.workloads, args.seed)
+    print(
+        f"cluster: {len(snapshot.nodes)} nodes, {snapshot.total_gpus} GPUs, "
+        f"{len(snapshot.workloads)} pending workloads (seed {args.seed}; "
+        f"generated in {time.perf_counter() - started:.2f}s)"
+    )
+    settings = Settings(time_limit_s=args.time_limit, workers=args.workers)
+    rows = []
+    admitted: dict[str, float] = {}
+    for name in [p.strip() for p in args.policies.split(",") if p.strip()]:
+        t0 = time.perf_counter()
+        plan = run_policy(name, snapshot, settings)
+        seconds = time.perf_counter() - t0
+        violations = check_plan(snapshot, plan)
+        rows.append(_row(name, plan, seconds, len(violations)))
+        admitted[name] = plan.summary.gpus_admitted
+        if name == "optimizer":
+            for line in [*plan.solver_log, *plan.warnings]:
+                print(f"  {line}")
+        for violation in violations[:5]:
+            print(f"  INVALID {name}: {violation}")
+    headers = list(rows[0]) if rows else []
+    widths = {h: max(len(h), *(len(r[h]) for r in rows)) for h in headers}
+    print("  ".join(h.ljust(widths[h]) for h in headers))
+    for row in rows:
+        print("  ".join(row[h].ljust(widths[h]) for h in headers))
+    if "optimizer" in admitted:
+        for base in ("bestfit", "fgd"):
+            if admitted.get(base):
+                print(f"optimizer / {base} GPUs admitted: {admitted['optimizer'] / admitted[base]:.3f}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="optsched bench scale", description=__doc__.splitlines()[0])
+    register_scale(parser)
+    return run_scale(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

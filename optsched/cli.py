@@ -1,0 +1,104 @@
+"""The ``optsched`` command line: ``plan``, ``snapshot`` and ``bench``.
+
+Exit codes are the same for every verb: 0 success (a plan that defers work is
+a success), 2 bad input or usage, 1 an internal error. Mistakes a user can
+make (a bad file, a missing field, an unreachable cluster) print one line
+naming the file, object and field, never a traceback; ``--debug`` shows the
+traceback of an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from optsched import __version__
+from optsched.commands.common import PROG, say
+from optsched.errors import InputError, PlanValidationError
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+
+
+def _add_debug(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # On sub-parsers the default is suppressed so "--debug plan" is not reset by "plan".
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="show the traceback of an internal error",
+    )
+
+
+def _register_bench(subparsers: Any) -> None:
+    """``optsched bench``, where the benchmark package is installed."""
+    try:
+        from optsched.bench import cli as bench_cli
+    except ImportError:
+        return
+    bench_cli.register(subparsers)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Joint placement of GPU gangs for Kubernetes and Kueue: plan, explain, compare.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_debug(parser, top=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from optsched.commands import plan, snapshot
+
+    plan.register(subparsers)
+    snapshot.register(subparsers)
+    _register_bench(subparsers)
+    for sub in subparsers.choices.values():
+        _add_debug(sub, top=False)
+    return parser
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (the console script exits with it)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse reports usage errors (2) and --help/--version (0) this way
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(func(args))
+    except InputError as exc:
+        say(f"error: {exc}")
+        return EXIT_USAGE
+    except yaml.YAMLError as exc:
+        say(f"error: not valid YAML: {_first_line(exc)}")
+        return EXIT_USAGE
+    except PlanValidationError as exc:
+        say("error: the plan failed validation, so nothing was output (this is a bug in the policy):")
+        for violation in exc.violations:
+            print(f"  - {violation}", file=sys.stderr)
+        return EXIT_INTERNAL
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        say(f"internal error: {type(exc).__name__}: {_first_line(exc)} (run with --debug for the traceback)")
+        return EXIT_INTERNAL

@@ -1,0 +1,1 @@
+"""CLI verbs: each module registers its sub-parser and runs it, returning an exit code."""

@@ -1,0 +1,162 @@
+"""``optsched plan``: snapshot -> policy -> check_plan -> a view of the plan.
+
+The same pipeline the controller runs, stopped before anything is applied:
+it never writes to a cluster. A plan that fails ``check_plan`` is a bug and is
+never printed; the violations go to stderr and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from typing import TYPE_CHECKING, Any
+
+from optsched.commands.common import (
+    add_source_arguments,
+    is_terminal,
+    load_input,
+    use_colour,
+    warn,
+    write_output,
+)
+from optsched.errors import InputError
+from optsched.render import FORMATS
+from optsched.render.table import DEFAULT_WIDTH
+
+if TYPE_CHECKING:
+    from optsched.model import Snapshot
+    from optsched.plan import Plan
+    from optsched.settings import Settings
+
+DEFAULT_POLICY = "optimizer"
+
+
+def _policies() -> tuple[str, ...]:
+    from optsched.policies.registry import POLICIES
+
+    return tuple(POLICIES)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="plan the pending queue of a snapshot or live cluster (dry run)",
+        description="Plan which pending workloads to admit, on which nodes and GPUs, and why the "
+        "rest waits. Reads a snapshot file or a live cluster (read-only); writes nothing to "
+        "the cluster.",
+    )
+    add_source_arguments(parser, snapshot_flag=True)
+    parser.add_argument(
+        "--format", "-o", choices=FORMATS, default="table", help="output view (default: table)"
+    )
+    parser.add_argument("--out", metavar="PATH", help="write the output here instead of stdout")
+    parser.add_argument(
+        "--time-limit",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="solver wall-clock budget (default: the Settings default, 10 s)",
+    )
+    parser.add_argument(
+        "--policy",
+        default=DEFAULT_POLICY,
+        metavar="NAME",
+        help="optimizer (default) or a baseline: firstfit, bestfit, fgd, tas, leastallocated",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="add every reason, excluded-node counts and the solver's stage objectives",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="run every policy on the same snapshot and print them side by side",
+    )
+    parser.add_argument("--seed", type=int, metavar="N", help="solver random seed")
+    parser.set_defaults(func=run)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    from optsched.settings import Settings
+
+    values: dict[str, Any] = {}
+    if args.time_limit is not None:
+        values["time_limit_s"] = args.time_limit
+    if args.seed is not None:
+        values["random_seed"] = args.seed
+    return Settings(**values)
+
+
+def check_input(snapshot: Snapshot) -> None:
+    """Refuse work no node could ever hold (bad input, exit 2); surface snapshot warnings."""
+    from optsched.snapshot_io import impossible_requests
+
+    problems = impossible_requests(snapshot)
+    if problems:
+        detail = problems[0] if len(problems) == 1 else "\n  " + "\n  ".join(problems)
+        raise InputError(detail, source=snapshot.source)
+    for message in snapshot.warnings:
+        warn(message)
+
+
+def plan_and_check(policy: str, snapshot: Snapshot, settings: Settings) -> Plan:
+    """Run one policy and validate its plan; raises PlanValidationError on any violation."""
+    from optsched.policies.registry import effective_snapshot, run_policy
+    from optsched.validate import assert_valid
+
+    plan = run_policy(policy, snapshot, settings)
+    assert_valid(effective_snapshot(snapshot, settings), plan)
+    return plan
+
+
+def render(fmt: str, snapshot: Snapshot, plan: Plan, *, explain: bool, colour: bool, width: int) -> str:
+    if fmt == "json":
+        from optsched.render.json import render_json
+
+        return render_json(snapshot, plan)
+    if fmt == "yaml":
+        from optsched.render.yaml import render_yaml
+
+        return render_yaml(snapshot, plan)
+    if fmt == "html":
+        from optsched.render.html import render_html
+
+        return render_html(snapshot, plan)
+    from optsched.render.table import render_table
+
+    return render_table(snapshot, plan, explain=explain, color=colour, width=width)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.compare and args.format == "html":
+        raise InputError("--compare prints table, json or yaml", field="--format")
+    snapshot = load_input(args)
+    check_input(snapshot)
+    policies = _policies()
+    if not args.compare and args.policy not in policies:
+        raise InputError(
+            f"unknown policy {args.policy!r}; choose one of: {', '.join(policies)}", field="--policy"
+        )
+    settings = settings_from(args)
+    if args.compare:
+        from optsched.commands.compare import run_compare
+
+        return run_compare(snapshot, settings, policies, fmt=args.format, out=args.out)
+    plan = plan_and_check(args.policy, snapshot, settings)
+    to_terminal = args.out in (None, "-") and is_terminal(sys.stdout)
+    colour = to_terminal and use_colour(sys.stdout)
+    width = shutil.get_terminal_size().columns if to_terminal else DEFAULT_WIDTH
+    text = render(args.format, snapshot, plan, explain=args.explain, colour=colour, width=width)
+    write_output(text, args.out)
+    return 0

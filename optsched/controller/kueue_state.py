@@ -1,0 +1,156 @@
+"""Reading the admission state of raw Kueue Workload objects.
+
+Kept tolerant on purpose: a controller sees every Workload in the cluster,
+including ones it does not manage and ones a user wrote by hand, and must
+never crash on a field of the wrong type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return _map(obj.get("metadata"))
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    m = meta(obj)
+    return f"{m.get('namespace', 'default')}/{m.get('name', '')}"
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    for cond in _list(_map(obj.get("status")).get("conditions")):
+        if isinstance(cond, dict) and cond.get("type") == kind:
+            return cond
+    return None
+
+
+def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
+    cond = condition(obj, kind)
+    return cond is not None and cond.get("status") == "True"
+
+
+def parse_time(raw: Any) -> datetime | None:
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def format_time(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class CheckEntry:
+    """Our entry of ``status.admissionChecks`` on one Workload."""
+
+    name: str
+    state: str
+    message: str = ""
+    last_transition_time: str = ""
+    has_pod_set_updates: bool = False
+
+
+def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> CheckEntry | None:
+    """The first entry among ``check_names`` (a workload normally carries one of ours)."""
+    wanted = set(check_names)
+    for entry in _list(_map(workload.get("status")).get("admissionChecks")):
+        if isinstance(entry, dict) and entry.get("name") in wanted:
+            return CheckEntry(
+                name=str(entry["name"]),
+                state=str(entry.get("state", "")),
+                message=str(entry.get("message", "")),
+                last_transition_time=str(entry.get("lastTransitionTime", "")),
+                has_pod_set_updates=bool(entry.get("podSetUpdates")),
+            )
+    return None
+
+
+def is_finished(workload: Mapping[str, Any]) -> bool:
+    return condition_true(workload, "Finished")
+
+
+def is_active(workload: Mapping[str, Any]) -> bool:
+    return _map(workload.get("spec")).get("active") is not False
+
+
+def is_admitted(workload: Mapping[str, Any]) -> bool:
+    return condition_true(workload, "Admitted")
+
+
+def holds_quota(workload: Mapping[str, Any]) -> bool:
+    return condition_true(workload, "QuotaReserved")
+
+
+def quota_reserved_since(workload: Mapping[str, Any]) -> datetime | None:
+    cond = condition(workload, "QuotaReserved")
+    if cond is None or cond.get("status") != "True":
+        return None
+    return parse_time(cond.get("lastTransitionTime"))
+
+
+def pod_set_templates(workload: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """PodSet name -> pod template (``spec.podSets[].template``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for raw in _list(_map(workload.get("spec")).get("podSets")):
+        if isinstance(raw, dict):
+            out[str(raw.get("name") or "main")] = _map(raw.get("template"))
+    return out
+
+
+def cluster_queue_of(workload: Mapping[str, Any], local_queues: Mapping[tuple[str, str], str]) -> str | None:
+    """The ClusterQueue of a workload: its reservation's, else its LocalQueue's."""
+    admission = _map(_map(workload.get("status")).get("admission"))
+    if admission.get("clusterQueue"):
+        return str(admission["clusterQueue"])
+    m = meta(workload)
+    queue = _map(workload.get("spec")).get("queueName")
+    if not isinstance(queue, str):
+        return None
+    return local_queues.get((str(m.get("namespace", "default")), queue))
+
+
+def local_queue_index(objects: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    out: dict[tuple[str, str], str] = {}
+    for obj in objects:
+        if obj.get("kind") == "LocalQueue":
+            m = meta(obj)
+            cq = _map(obj.get("spec")).get("clusterQueue")
+            if isinstance(cq, str):
+                out[(str(m.get("namespace", "default")), str(m.get("name", "")))] = cq
+    return out
+
+
+def cluster_queues_with_checks(objects: Iterable[Mapping[str, Any]], check_names: Iterable[str]) -> set[str]:
+    """ClusterQueues that require one of our admission checks."""
+    wanted = set(check_names)
+    out: set[str] = set()
+    for obj in objects:
+        if obj.get("kind") != "ClusterQueue":
+            continue
+        spec = _map(obj.get("spec"))
+        names = [
+            c.get("name")
+            for c in _list(_map(spec.get("admissionChecksStrategy")).get("admissionChecks"))
+            if isinstance(c, dict)
+        ]
+        names += [c for c in _list(spec.get("admissionChecks")) if isinstance(c, str)]
+        if wanted.intersection(n for n in names if isinstance(n, str)):
+            out.add(str(meta(obj).get("name", "")))
+    return out

@@ -1,0 +1,105 @@
+"""Prometheus metrics of the controller, on a registry of its own (tests build as many as they like)."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from optsched.plan import Plan, PlanStatus
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.cycle_seconds = Histogram(
+            "optsched_cycle_duration_seconds",
+            "Wall time of one read-plan-apply cycle",
+            registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120),
+        )
+        self.solve_seconds = Histogram(
+            "optsched_solve_duration_seconds",
+            "Planner time inside a cycle",
+            registry=r,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60),
+        )
+        self.plans = Counter("optsched_plans", "Plans made, by solver status", ["status"], registry=r)
+        self.plan_status = Gauge(
+            "optsched_plan_status", "1 for the status of the latest plan", ["status"], registry=r
+        )
+        self.gap = Gauge(
+            "optsched_solve_gap", "Relative optimality gap of the latest plan's first stage", registry=r
+        )
+        self.admitted = Counter(
+            "optsched_workloads_admitted", "Workloads whose check was set Ready", registry=r
+        )
+        self.deferred = Gauge(
+            "optsched_workloads_deferred",
+            "Workloads deferred in the latest cycle, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.released = Counter(
+            "optsched_workloads_released", "Deferred workloads sent back (Retry)", ["reason"], registry=r
+        )
+        self.pinned = Counter(
+            "optsched_pods_pinned", "Pods pinned to their planned node and ungated", registry=r
+        )
+        self.gpus_allocated = Gauge(
+            "optsched_gpus_allocated", "GPUs allocated after the latest plan", registry=r
+        )
+        self.gpus_total = Gauge("optsched_gpus_total", "Healthy GPUs the latest snapshot saw", registry=r)
+        self.island_hit = Gauge(
+            "optsched_nvlink_island_hit_ratio",
+            "Share of multi-GPU pods of the latest plan placed inside one NVLink island",
+            registry=r,
+        )
+        self.fragmentation = Gauge(
+            "optsched_fragmentation_gpus",
+            "FGD fragmentation of free GPUs after the latest plan, by product",
+            ["product"],
+            registry=r,
+        )
+        self.invalid = Gauge(
+            "optsched_invalid_objects",
+            "Objects skipped as malformed in the latest cycle",
+            ["kind"],
+            registry=r,
+        )
+        self.leader = Gauge("optsched_leader", "1 while this replica holds the leader Lease", registry=r)
+        self.errors = Counter("optsched_cycle_errors", "Cycles that failed, by stage", ["stage"], registry=r)
+        self.assumed = Gauge(
+            "optsched_assumed_pods", "Planned pods counted as usage before they bind", registry=r
+        )
+
+    def observe_plan(self, plan: Plan) -> None:
+        self.plans.labels(plan.status.value).inc()
+        for status in PlanStatus:
+            self.plan_status.labels(status.value).set(1 if status == plan.status else 0)
+        self.gap.set(plan.gap if plan.gap is not None else 0.0)
+        self.solve_seconds.observe(plan.solve_seconds)
+        summary = plan.summary
+        self.gpus_allocated.set(summary.gpus_allocated_after)
+        self.gpus_total.set(summary.gpus_total)
+        if summary.multi_gpu_pods:
+            self.island_hit.set(summary.multi_gpu_pods_in_one_island / summary.multi_gpu_pods)
+        for product in summary.by_product:
+            self.fragmentation.labels(product.product or "none").set(product.fragmentation_after)
+
+    def observe_deferrals(self, reasons: list[str]) -> None:
+        counts = Tally(reasons)
+        for label in list(self.deferred._metrics):  # reset reasons not seen this cycle
+            self.deferred.labels(*label).set(0)
+        for reason, number in counts.items():
+            self.deferred.labels(reason).set(number)
+
+    def observe_invalid(self, kinds: list[str]) -> None:
+        for label in list(self.invalid._metrics):
+            self.invalid.labels(*label).set(0)
+        for kind, number in Tally(kinds).items():
+            self.invalid.labels(kind).set(number)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+        start_http_server(port, addr=addr, registry=self.registry)

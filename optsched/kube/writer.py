@@ -1,0 +1,229 @@
+"""Every write the controller makes to the cluster, in one place, each one safe to repeat.
+
+* Our admission check entry: server-side apply on the Workload ``status``
+  subresource with our field manager. The list is keyed by ``name``, so the
+  apply owns our entry only and never touches Kueue's or another check's.
+* The placement record: a JSON merge patch on the Workload's annotations that
+  carries ``metadata.uid`` as a precondition (a Workload deleted and recreated
+  under the same name is never written by mistake).
+* Pod pins: a JSON merge patch with ``metadata.resourceVersion`` (optimistic
+  concurrency: 409 on any concurrent change, retried after a re-read).
+* Events for objects that could not be used.
+
+With ``dry_run`` nothing is sent: each write is logged as the request it
+would have been and kept in :attr:`Writer.sent`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from optsched.kube.client import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, ApiError, Client
+
+log = logging.getLogger("optsched.writer")
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+
+
+@dataclass(frozen=True)
+class Write:
+    """One request, as sent (or as it would have been sent in dry-run)."""
+
+    verb: str
+    target: str
+    body: Any
+
+    def describe(self) -> str:
+        return f"{self.verb} {self.target} {json.dumps(self.body, sort_keys=True)}"
+
+
+@dataclass
+class Writer:
+    client: Client | None
+    field_manager: str = "optsched"
+    dry_run: bool = False
+    sent: list[Write] = field(default_factory=list)
+
+    def _record(self, verb: str, target: str, body: Any) -> bool:
+        """Log and keep the write; True when it should really be sent."""
+        write = Write(verb, target, body)
+        self.sent.append(write)
+        if self.dry_run:
+            log.info("dry-run: would %s", write.describe())
+            return False
+        log.debug("%s", write.describe())
+        return True
+
+    def _client(self) -> Client:
+        if self.client is None:
+            raise RuntimeError("writer has no API client")
+        return self.client
+
+    async def apply_check(self, namespace: str, name: str, entry: dict[str, Any]) -> None:
+        """Server-side apply of our ``status.admissionChecks`` entry (force: the entry is ours)."""
+        body = {
+            "apiVersion": KUEUE_API,
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": namespace},
+            "status": {"admissionChecks": [entry]},
+        }
+        if self._record("apply-status", f"workloads/{namespace}/{name}", body):
+            await self._client().patch(
+                KUEUE_API,
+                "workloads",
+                name,
+                body,
+                namespace=namespace,
+                subresource="status",
+                content_type=APPLY_PATCH,
+                field_manager=self.field_manager,
+                force=True,
+            )
+
+    async def set_annotation(
+        self,
+        api_version: str,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        key: str,
+        value: str | None,
+        *,
+        uid: str = "",
+    ) -> None:
+        """Set (or with ``None`` remove) one annotation; ``uid`` makes it a precondition."""
+        metadata: dict[str, Any] = {"annotations": {key: value}}
+        if uid:
+            metadata["uid"] = uid
+        body = {"metadata": metadata}
+        target = f"{plural}/{namespace + '/' if namespace else ''}{name}"
+        if self._record("merge-patch", target, body):
+            await self._client().patch(
+                api_version,
+                plural,
+                name,
+                body,
+                namespace=namespace,
+                content_type=MERGE_PATCH,
+                field_manager=self.field_manager,
+            )
+
+    async def patch_pod(self, namespace: str, name: str, body: dict[str, Any]) -> None:
+        if self._record("merge-patch", f"pods/{namespace}/{name}", body):
+            await self._client().patch(
+                "v1",
+                "pods",
+                name,
+                body,
+                namespace=namespace,
+                content_type=MERGE_PATCH,
+                field_manager=self.field_manager,
+            )
+
+    async def json_patch(
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        ops: list[dict[str, Any]],
+        *,
+        namespace: str | None = None,
+    ) -> None:
+        if not ops:
+            return
+        target = f"{plural}/{namespace + '/' if namespace else ''}{name}"
+        if self._record("json-patch", target, ops):
+            await self._client().patch(
+                api_version,
+                plural,
+                name,
+                ops,
+                namespace=namespace,
+                content_type=JSON_PATCH,
+                field_manager=self.field_manager,
+            )
+
+    async def create(
+        self, api_version: str, plural: str, body: dict[str, Any], *, namespace: str | None = None
+    ) -> None:
+        """Create an object; one that already exists is left as it is."""
+        name = (body.get("metadata") or {}).get("name", "")
+        if self._record("create", f"{plural}/{namespace + '/' if namespace else ''}{name}", body):
+            try:
+                await self._client().create(
+                    api_version, plural, body, namespace=namespace, field_manager=self.field_manager
+                )
+            except ApiError as exc:
+                if exc.status != 409:
+                    raise
+
+    async def apply(
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> None:
+        """Server-side apply of an object we own (AdmissionCheck status, webhook caBundle)."""
+        target = (
+            f"{plural}/{namespace + '/' if namespace else ''}{name}{'/' + subresource if subresource else ''}"
+        )
+        if self._record("apply", target, body):
+            await self._client().patch(
+                api_version,
+                plural,
+                name,
+                body,
+                namespace=namespace,
+                subresource=subresource,
+                content_type=APPLY_PATCH,
+                field_manager=self.field_manager,
+                force=True,
+            )
+
+    async def event(
+        self,
+        *,
+        kind: str,
+        api_version: str,
+        namespace: str,
+        name: str,
+        uid: str,
+        reason: str,
+        message: str,
+        event_type: str = "Warning",
+    ) -> None:
+        """A core/v1 Event on the object (namespace ``default`` for cluster-scoped objects)."""
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ns = namespace or "default"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{name}.", "namespace": ns},
+            "involvedObject": {
+                "kind": kind,
+                "apiVersion": api_version,
+                "name": name,
+                "uid": uid,
+                **({"namespace": namespace} if namespace else {}),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": event_type,
+            "source": {"component": self.field_manager},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        if self._record("create", f"events/{ns}", body):
+            try:
+                await self._client().create("v1", "events", body, namespace=ns)
+            except ApiError as exc:
+                log.warning("could not record event on %s %s: %s", kind, name, exc)

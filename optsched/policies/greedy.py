@@ -1,0 +1,404 @@
+"""Greedy baselines: walk the queue, place each gang whole with a per-pod node chooser.
+
+This is what a Kueue-plus-scheduler stack does today, one workload at a time:
+Kueue's queue order (priority, then age; a workload that does not fit is
+skipped, as in BestEffortFIFO), all-or-nothing gangs (``minCount`` honoured),
+ClusterQueue quota with cohort borrowing, one GPU product per gang, required
+and preferred topology domains, and a pluggable rule for picking each pod's
+node (FirstFit, BestFit, FGD, ...). The optimizer is measured against these.
+
+``tas_placement`` mimics Kueue Topology-Aware Scheduling: each gang goes to
+the lowest-level topology domain that can hold it, tightest first, pods
+packed onto the most-allocated nodes, and GPU indices left to chance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+from optsched.assignment import Placement, PodAssignment, WorkloadAssignment
+from optsched.errors import InputError
+from optsched.explain import CandidateCache, pods_that_fit, queue_key
+from optsched.filtering import Candidates, product_of
+from optsched.fragmentation import node_key
+from optsched.model import (
+    FULL_GPU_MILLI,
+    HOSTNAME_LABEL,
+    ClusterQueue,
+    Node,
+    PodRequest,
+    PodSet,
+    Snapshot,
+    Workload,
+)
+from optsched.policies.base import NodeChooser
+from optsched.policies.quota import QuotaLedger, pod_quota_amounts, scaled
+from optsched.state import ClusterState, NodeState
+from optsched.topology.domains import domain_of
+
+ORDERS = ("queue", "given")
+"""``queue``: Kueue order (priority desc, creation asc); ``given``: the snapshot's order."""
+
+
+@dataclass
+class _Attempt:
+    """Pods booked on the working state while a gang is tried, so it can be undone whole."""
+
+    keys: dict[str, Hashable]
+    """Cached node-state keys of the working state; a booking invalidates its node's key."""
+    free: dict[str, int]
+    """Free GPU compute (milli) per GPU product, kept current with every booking."""
+    product: dict[str, str]
+    """Node name -> GPU product."""
+    booked: list[tuple[NodeState, PodRequest, list[int]]] = field(default_factory=list)
+
+    def take(self, node: NodeState, req: PodRequest, gpus: list[int]) -> None:
+        node.take(req, gpus)
+        self.keys.pop(node.name, None)
+        self.free[self.product[node.name]] -= req.gpu_milli_total
+        self.booked.append((node, req, gpus))
+
+    def rollback(self, mark: int = 0) -> None:
+        while len(self.booked) > mark:
+            node, req, gpus = self.booked.pop()
+            node.give_back(req, gpus)
+            self.keys.pop(node.name, None)
+            self.free[self.product[node.name]] += req.gpu_milli_total
+
+
+class _MostAllocated:
+    """Kueue TAS's node choice inside a domain: the fullest node that still fits, lowest indices."""
+
+    name = "tas"
+
+    def choose(self, nodes: Sequence[NodeState], req: PodRequest) -> tuple[NodeState, list[int]] | None:
+        best: tuple[tuple[int, int, int], NodeState, list[int]] | None = None
+        for position, node in enumerate(nodes):
+            if not node.fits_resources(req):
+                continue
+            gpus = node.choose_gpus(req, island_aware=False)
+            if gpus is None:
+                continue
+            key = (node.free_gpu_milli, node.cpu, position)
+            if best is None or key < best[0]:
+                best = (key, node, gpus)
+        return (best[1], best[2]) if best is not None else None
+
+
+def ordered_workloads(snapshot: Snapshot, order: str) -> list[Workload]:
+    if order == "queue":
+        return sorted(snapshot.workloads, key=queue_key)
+    if order == "given":
+        return list(snapshot.workloads)
+    raise InputError(f"unknown order {order!r}; expected one of {', '.join(ORDERS)}", field="order")
+
+
+def greedy_placement(
+    snapshot: Snapshot,
+    chooser: NodeChooser,
+    *,
+    order: str = "queue",
+    topology_aware: bool = True,
+    island_aware: bool = True,
+) -> Placement:
+    """Place pending workloads one at a time in ``order``, each pod where ``chooser`` says.
+
+    ``topology_aware=False`` ignores preferred topology (required topology is a
+    hard constraint and always honoured); ``island_aware=False`` takes the
+    lowest free GPU indices instead of the chooser's NVLink-aware pick (pods
+    marked ``nvlink_required`` still get one island).
+    """
+    greedy = _Greedy(snapshot, chooser, topology_aware=topology_aware, island_aware=island_aware, tas=False)
+    return greedy.run(ordered_workloads(snapshot, order))
+
+
+def tas_placement(snapshot: Snapshot) -> Placement:
+    """Kueue TAS-style placement: lowest-level domain that holds the gang, BestFit, no lookahead."""
+    greedy = _Greedy(snapshot, _MostAllocated(), topology_aware=True, island_aware=False, tas=True)
+    return greedy.run(ordered_workloads(snapshot, "queue"))
+
+
+class _Greedy:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        chooser: NodeChooser,
+        *,
+        topology_aware: bool,
+        island_aware: bool,
+        tas: bool,
+    ) -> None:
+        self.snapshot = snapshot
+        self.chooser = chooser
+        self.topology_aware = topology_aware
+        self.island_aware = island_aware
+        self.tas = tas
+        self.state = ClusterState.from_snapshot(snapshot)
+        self.ledger = QuotaLedger.from_snapshot(snapshot)
+        self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
+        self.cache = CandidateCache(snapshot)
+        self.keys: dict[str, Hashable] = {}
+        self.product = {n.name: product_of(n) for n in snapshot.nodes}
+        self.free: dict[str, int] = {}
+        for state in self.state.nodes:
+            product = self.product[state.name]
+            self.free[product] = self.free.get(product, 0) + max(0, state.free_gpu_milli)
+        self.scopes: dict[tuple[int, str | None], list[NodeState]] = {}
+        """Working states of a cached candidate list (by identity) and GPU product."""
+        # Nodes in the same free state score the same under a deterministic chooser, so only the
+        # first of each is offered; a chooser that draws random numbers sees every node.
+        self.distinct = getattr(chooser, "_rng", None) is None
+
+    def run(self, workloads: Sequence[Workload]) -> Placement:
+        placement = Placement()
+        for workload in workloads:
+            assignment = self.place_workload(workload)
+            if assignment is not None:
+                placement.admitted[workload.key] = assignment
+        return placement
+
+    # -- one workload -------------------------------------------------------------------------
+
+    def place_workload(self, workload: Workload) -> WorkloadAssignment | None:
+        """Place every PodSet of ``workload`` or nothing; the working state changes only on success."""
+        per_pod_set = [(ps, self.cache.get(workload, ps)) for ps in workload.pod_sets]
+        if not per_pod_set or any(not any(c.nodes for c in cands) for _, cands in per_pod_set):
+            return None
+        cq = self.snapshot.cluster_queue_of(workload) if workload.reservation is None else None
+        gpu_sets = [ps for ps in workload.pod_sets if ps.request.gpus]
+        mixed = all(ps.allow_mixed_products for ps in gpu_sets)
+        single = sum(ps.count for ps in gpu_sets) <= 1
+        # Cheap necessary condition: enough free GPU compute on one product (or on all, if mixing).
+        demand = sum(ps.needed * ps.request.gpu_milli_total for ps in gpu_sets)
+        room = sum(self.free.values()) if mixed or single else max(self.free.values(), default=0)
+        if demand > room:
+            return None
+        groups: list[str | None] = [None] if mixed or single else list(self._product_groups(per_pod_set))
+        for product in groups:
+            attempt = _Attempt(self.keys, self.free, self.product)
+            ledger = self.ledger.copy() if cq is not None else None
+            assignment = WorkloadAssignment()
+            for ps, cands in per_pod_set:
+                placed = self._place_pod_set(ps, cands, product, attempt, ledger, cq)
+                if placed is None:
+                    attempt.rollback()
+                    break
+                assignment.flavors[ps.name], assignment.pods[ps.name] = placed
+            else:
+                if ledger is not None:
+                    self.ledger = ledger
+                return assignment
+        return None
+
+    def _product_groups(self, per_pod_set: list[tuple[PodSet, list[Candidates]]]) -> list[str]:
+        """GPU products every GPU PodSet may use, best first.
+
+        Products with enough free GPU compute for the whole gang come first; among
+        them, the product of the node the chooser would pick for the first pod,
+        then the others by most free GPUs.
+        """
+        allowed: set[str] | None = None
+        for ps, cands in per_pod_set:
+            if ps.request.gpus:
+                here = {product_of(n) for cand in cands for n in cand.nodes}
+                allowed = here if allowed is None else allowed & here
+        if not allowed or len(allowed) == 1:
+            return sorted(allowed or ())
+        fits: dict[str, bool] = dict.fromkeys(allowed, True)
+        free: dict[str, int] = dict.fromkeys(allowed, 0)
+        first_choice: str | None = None
+        for ps, cands in per_pod_set:
+            if not ps.request.gpus:
+                continue
+            by_product: dict[str, list[NodeState]] = {}
+            in_order: list[NodeState] = []
+            for cand in cands:
+                for node in cand.nodes:
+                    product = product_of(node)
+                    if product in allowed:
+                        by_product.setdefault(product, []).append(self.state.by_name[node.name])
+                        in_order.append(self.state.by_name[node.name])
+            for product in allowed:
+                room = sum(max(0, s.free_gpu_milli) for s in by_product.get(product, []))
+                if room < ps.needed * ps.request.gpu_milli_total:
+                    fits[product] = False
+                free[product] += room
+            if first_choice is None:
+                choice = self.chooser.choose(self._room(ps, in_order), ps.request)
+                if choice is not None:
+                    first_choice = product_of(self.nodes[choice[0].name])
+        return sorted(allowed, key=lambda p: (not fits[p], p != first_choice, -free[p], p))
+
+    def _place_pod_set(
+        self,
+        ps: PodSet,
+        cands: list[Candidates],
+        product: str | None,
+        attempt: _Attempt,
+        ledger: QuotaLedger | None,
+        cq: ClusterQueue | None,
+    ) -> tuple[str | None, list[PodAssignment]] | None:
+        for cand in cands:
+            flavor = cand.flavor.name if cand.flavor is not None else None
+            group = product if ps.request.gpus else None
+            states = self.scopes.get((id(cand), group))
+            if states is None:
+                states = self.scopes[(id(cand), group)] = [
+                    self.state.by_name[n.name] for n in cand.nodes if group is None or product_of(n) == group
+                ]
+            if not states:
+                continue
+            limit = ps.count
+            per_pod = pod_quota_amounts(ps.request)
+            if ledger is not None and cq is not None and flavor is not None:
+                limit = min(limit, ledger.max_pods(cq.name, flavor, per_pod))
+                if limit < ps.needed:
+                    continue
+            levels = self.snapshot.topology_levels_for(cand.flavor)
+            pods = self._place_in_topology(ps, states, limit, attempt, levels)
+            if pods is None:
+                continue
+            if ledger is not None and cq is not None and flavor is not None:
+                ledger.charge(cq.name, flavor, scaled(per_pod, len(pods)))
+            return flavor, pods
+        return None
+
+    # -- topology -----------------------------------------------------------------------------
+
+    def _levels_to_try(self, ps: PodSet, levels: tuple[str, ...]) -> tuple[list[str], bool]:
+        """Topology levels to try one domain at a time, finest first for TAS; and whether
+        placing anywhere is allowed when no single domain works."""
+        host_levels = [*levels] if HOSTNAME_LABEL in levels else [*levels, HOSTNAME_LABEL]
+        if ps.required_topology:
+            level = ps.required_topology
+            if not self.tas or level not in host_levels:
+                return [level], False
+            finer = host_levels[host_levels.index(level) :]
+            return list(reversed(finer)), False
+        if ps.preferred_topology and (self.topology_aware or self.tas):
+            level = ps.preferred_topology
+            if level not in host_levels:
+                return [level], True
+            index = host_levels.index(level)
+            coarser = list(reversed(host_levels[:index]))
+            start = list(reversed(host_levels[index:])) if self.tas else [level]
+            return start + coarser, True
+        if self.tas and ps.count > 1:
+            return list(reversed(host_levels)), True
+        return [], True
+
+    def _place_in_topology(
+        self,
+        ps: PodSet,
+        states: list[NodeState],
+        limit: int,
+        attempt: _Attempt,
+        levels: tuple[str, ...],
+    ) -> list[PodAssignment] | None:
+        try_levels, anywhere = self._levels_to_try(ps, levels)
+        for level in try_levels:
+            for domain in self._domains_best_fit(ps, states, level, levels):
+                pods = self._place_pods(ps, domain, limit, attempt)
+                if pods is not None:
+                    return pods
+        return self._place_pods(ps, states, limit, attempt) if anywhere else None
+
+    def _domains_best_fit(
+        self, ps: PodSet, states: list[NodeState], level: str, levels: tuple[str, ...]
+    ) -> list[list[NodeState]]:
+        """Domains of ``level`` that can hold the gang, fewest free GPUs first (Kueue TAS BestFit)."""
+        groups: dict[tuple[str, ...], list[NodeState]] = {}
+        for state in states:
+            domain = domain_of(self.nodes[state.name], levels, level)
+            if domain is not None:
+                groups.setdefault(domain, []).append(state)
+        fitting = []
+        for domain, members in groups.items():
+            if sum(pods_that_fit(s, ps, ps.needed) for s in members) < ps.needed:
+                continue
+            free = sum(max(0, s.free_gpu_milli) for s in members) if ps.request.gpus else 0
+            fitting.append((free, sum(s.cpu for s in members), domain, members))
+        fitting.sort(key=lambda item: (item[0], item[1], item[2]))
+        return [members for *_, members in fitting]
+
+    # -- pods ---------------------------------------------------------------------------------
+
+    def _place_pods(
+        self, ps: PodSet, states: list[NodeState], limit: int, attempt: _Attempt
+    ) -> list[PodAssignment] | None:
+        """Up to ``limit`` pods on ``states``; None (and nothing booked) if fewer than needed fit."""
+        mark = len(attempt.booked)
+        req = ps.request
+        placed: list[PodAssignment] = []
+        for _ in range(limit):
+            choice = self._choose(ps, states)
+            if choice is None:
+                break
+            node, gpus = choice
+            promise = node.indices_known or req.is_share or not req.gpus
+            attempt.take(node, req, gpus)
+            placed.append(PodAssignment(node.name, tuple(gpus) if promise else None))
+        if len(placed) >= ps.needed:
+            return placed
+        attempt.rollback(mark)
+        return None
+
+    def _choose(self, ps: PodSet, states: list[NodeState]) -> tuple[NodeState, list[int]] | None:
+        req = ps.request
+        pool = self._room(ps, states)
+        while pool:
+            choice = self.chooser.choose(pool, req)
+            if choice is None:
+                return None
+            node, gpus = choice
+            if not req.gpus or req.is_share:
+                return node, list(gpus)
+            if not self.island_aware:
+                gpus = node.choose_gpus(req, island_aware=False) or list(gpus)
+            if ps.nvlink_required and not node.in_one_island(gpus):
+                aware = node.choose_gpus(req)
+                if aware is None or not node.in_one_island(aware):
+                    pool = [s for s in pool if s is not node]
+                    continue
+                gpus = aware
+            return node, list(gpus)
+        return None
+
+    def _room(self, ps: PodSet, states: list[NodeState]) -> list[NodeState]:
+        """Nodes that may hold one more pod, checked with cheap sums before a chooser scores them."""
+        req = ps.request
+        cpu, mem = req.cpu_milli, req.memory_mib
+        milli = req.gpu_milli_total if req.gpus else 0
+        # An NVLink island cannot be promised where in-use GPUs have unknown indices.
+        known_only = ps.nvlink_required and req.gpus > 1
+        pool = [
+            s
+            for s in states
+            if s.pods > 0
+            and s.cpu >= cpu
+            and s.mem >= mem
+            and (not milli or sum(s.gpu_milli) - s.unknown * FULL_GPU_MILLI >= milli)
+            and not (known_only and s.unknown)
+        ]
+        if self.distinct and len(pool) > 1:
+            pool = self._distinct(pool)
+        return pool
+
+    def _distinct(self, pool: list[NodeState]) -> list[NodeState]:
+        """The first node of each distinct (shape, free state), in the given order."""
+        seen: set[Hashable] = set()
+        out = []
+        for state in pool:
+            key = self.keys.get(state.name)
+            if key is None:
+                key = self.keys[state.name] = (
+                    node_key(state),
+                    state.cpu_total,
+                    state.mem_total,
+                    tuple(state.islands),
+                )
+            if key not in seen:
+                seen.add(key)
+                out.append(state)
+        return out

@@ -1,0 +1,139 @@
+"""Facts every renderer derives the same way from a snapshot and a plan.
+
+GPU occupancy before and after, per-workload shapes, and node grouping live
+here so the table, the HTML picture and the comparison never disagree.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from optsched.model import FULL_GPU_MILLI, HOSTNAME_LABEL, Node, PodRequest, Snapshot, Workload
+from optsched.plan import Plan, WorkloadDecision
+from optsched.render.text import NodeGpus, fmt_gpus
+
+
+def workloads_by_key(snapshot: Snapshot) -> dict[str, Workload]:
+    return {w.key: w for w in snapshot.workloads}
+
+
+def request_of(snapshot_workload: Workload | None, pod_set: str) -> PodRequest | None:
+    if snapshot_workload is None:
+        return None
+    return next((ps.request for ps in snapshot_workload.pod_sets if ps.name == pod_set), None)
+
+
+def shape_text(request: PodRequest) -> str:
+    """One pod's GPU ask in words: ``8``, ``0.25`` (a share), ``1g.10gb`` (MIG) or ``cpu``."""
+    if request.gpus:
+        return fmt_gpus(request.gpu_equivalent)
+    mig = [name.rsplit("mig-", 1)[-1] for name in request.extended if "mig-" in name]
+    if mig:
+        return "mig " + "+".join(mig)
+    return "0"
+
+
+def pods_by_gpus(decision: WorkloadDecision, workload: Workload | None) -> str:
+    """``2 x 8`` per PodSet (pods x GPUs per pod), joined with ``+`` for several PodSets."""
+    parts = []
+    if decision.decision == "admit" and decision.pod_sets:
+        for ps in decision.pod_sets:
+            request = request_of(workload, ps.name)
+            shape = shape_text(request) if request else "?"
+            parts.append(f"{len(ps.pods)} x {shape}")
+    elif workload is not None:
+        for pod_set in workload.pod_sets:
+            count = pod_set.needed
+            parts.append(f"{count} x {shape_text(pod_set.request)}")
+    return " + ".join(parts) if parts else "-"
+
+
+def node_groups(decision: WorkloadDecision) -> list[NodeGpus]:
+    """Per node, in first-use order: the GPU indices (or count of unknown ones) a workload takes."""
+    order: list[str] = []
+    indices: dict[str, set[int]] = defaultdict(set)
+    unknown: dict[str, int] = defaultdict(int)
+    pods: dict[str, int] = defaultdict(int)
+    for ps in decision.pod_sets:
+        for pod in ps.pods:
+            if pod.node not in pods:
+                order.append(pod.node)
+            pods[pod.node] += 1
+            if pod.gpus is None:
+                unknown[pod.node] += 1
+            else:
+                indices[pod.node].update(pod.gpus)
+    return [
+        NodeGpus(node=name, indices=tuple(sorted(indices[name])), unknown=unknown[name], pods=pods[name])
+        for name in order
+    ]
+
+
+def group_key(snapshot: Snapshot, node: Node) -> tuple[str, ...]:
+    """The node's topology domain above the host (e.g. ``(block, rack)``), coarsest first."""
+    levels = snapshot.topologies[0].levels if snapshot.topologies else snapshot.default_topology_levels
+    above_host = [level for level in levels if level != HOSTNAME_LABEL]
+    return tuple(f"{level.rsplit('/', 1)[-1]}={node.labels.get(level, '?')}" for level in above_host)
+
+
+@dataclass
+class GpuCell:
+    """One GPU: what ran before the plan and what the plan adds, in thousandths."""
+
+    index: int
+    existing_milli: int = 0
+    planned_milli: int = 0
+    healthy: bool = True
+    planned_by: list[str] = field(default_factory=list)
+    """``namespace/name pod-set#index`` for each planned pod on this GPU."""
+
+
+@dataclass
+class NodeCells:
+    node: Node
+    gpus: list[GpuCell]
+    unknown_before: int = 0
+    """Whole GPUs in use whose index no pod annotation tells."""
+    unknown_planned: int = 0
+    """Whole GPUs planned without indices (the node's free indices were unknown)."""
+    planned_pods: list[str] = field(default_factory=list)
+
+
+def occupancy(snapshot: Snapshot, plan: Plan) -> list[NodeCells]:
+    """Per node and GPU index: occupancy before the plan and what the plan adds."""
+    by_key = workloads_by_key(snapshot)
+    cells: dict[str, NodeCells] = {}
+    for node in snapshot.nodes:
+        usage = snapshot.usage_of(node.name)
+        gpus = []
+        for index in range(node.gpu_count):
+            used = usage.gpu_milli[index] if index < len(usage.gpu_milli) else 0
+            gpus.append(
+                GpuCell(
+                    index=index,
+                    existing_milli=min(used, FULL_GPU_MILLI),
+                    healthy=index not in node.unhealthy_gpus,
+                )
+            )
+        cells[node.name] = NodeCells(node=node, gpus=gpus, unknown_before=usage.unknown_index_gpus)
+    for decision in plan.admitted:
+        workload = by_key.get(decision.name)
+        for ps in decision.pod_sets:
+            request = request_of(workload, ps.name)
+            share = request.gpu_milli if request is not None and request.is_share else FULL_GPU_MILLI
+            count = request.gpus if request is not None else 0
+            for pod in ps.pods:
+                target = cells.get(pod.node)
+                if target is None:
+                    continue
+                label = f"{decision.name} {ps.name}#{pod.index}"
+                target.planned_pods.append(label)
+                if pod.gpus is None:
+                    target.unknown_planned += count
+                    continue
+                for gpu in pod.gpus:
+                    if 0 <= gpu < len(target.gpus):
+                        target.gpus[gpu].planned_milli += share
+                        target.gpus[gpu].planned_by.append(label)
+    return list(cells.values())

@@ -1,0 +1,17 @@
+"""The JSON view: the plan exactly as BRIEF 2.5 defines it, for machines.
+
+Key order follows the Plan model's field order, so diffs between runs stay
+readable; the snapshot is accepted for a uniform renderer signature.
+"""
+
+from __future__ import annotations
+
+import json
+
+from optsched.model import Snapshot
+from optsched.plan import Plan
+
+
+def render_json(snapshot: Snapshot, plan: Plan) -> str:
+    del snapshot
+    return json.dumps(plan.to_json_dict(), indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,7 @@
+"""The optimizer: a joint CP-SAT placement of the queue head, lexicographic, with a greedy fallback."""
+
+from __future__ import annotations
+
+from optsched.solver.core import solve
+
+__all__ = ["solve"]

@@ -1,0 +1,220 @@
+"""Raw Kubernetes/Kueue objects for controller tests, as the API server returns them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from optsched.controller.names import (
+    COMPLETION_INDEX_LABEL,
+    KUEUE_API,
+    PLACEMENT_ANNOTATION,
+    PLAN_ID_LABEL,
+    POD_INDEX_ANNOTATION,
+    PODSET_LABEL,
+    SCHEDULING_GATE,
+)
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-PCIE-40GB"
+RACK = "cloud.provider.com/topology-rack"
+BLOCK = "cloud.provider.com/topology-block"
+RESERVED_AT = "2026-01-01T00:00:00Z"
+
+
+def node(
+    name: str,
+    *,
+    gpus: int = 8,
+    product: str = H100,
+    rack: str = "r1",
+    ready: bool = True,
+    topology: str | None = None,
+) -> dict[str, Any]:
+    annotations = {}
+    if topology is not None:
+        annotations["optsched.io/gpu-topology"] = topology
+    elif gpus:
+        annotations["optsched.io/gpu-topology"] = json.dumps({"nvlinkIslands": [list(range(gpus))]})
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": annotations,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.product": product,
+                RACK: rack,
+                BLOCK: "b1",
+            },
+        },
+        "status": {
+            "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def cluster_queue(name: str = "gpu", checks: tuple[str, ...] = ("optsched",)) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "admissionChecksStrategy": {"admissionChecks": [{"name": c} for c in checks]},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "default",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "1000"},
+                                {"name": "memory", "nominalQuota": "10Ti"},
+                                {"name": "nvidia.com/gpu", "nominalQuota": "1000"},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def local_queue(name: str = "team", cq: str = "gpu", namespace: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cq},
+    }
+
+
+def flavor(name: str = "default") -> dict[str, Any]:
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}}
+
+
+def workload(
+    name: str,
+    *,
+    count: int = 1,
+    gpus: int = 4,
+    check: str | None = "Pending",
+    reserved: bool = True,
+    admitted: bool = False,
+    cq: str = "gpu",
+    record: str | None = None,
+    uid: str | None = None,
+    message: str = "",
+    pod_set: str = "main",
+    node_selector: dict[str, str] | None = None,
+    reserved_at: str = RESERVED_AT,
+    check_name: str = "optsched",
+) -> dict[str, Any]:
+    conditions = []
+    if reserved:
+        conditions.append({"type": "QuotaReserved", "status": "True", "lastTransitionTime": reserved_at})
+    if admitted:
+        conditions.append({"type": "Admitted", "status": "True", "lastTransitionTime": reserved_at})
+    status: dict[str, Any] = {"conditions": conditions}
+    if reserved:
+        status["admission"] = {
+            "clusterQueue": cq,
+            "podSetAssignments": [
+                {
+                    "name": pod_set,
+                    "count": count,
+                    "flavors": {"nvidia.com/gpu": "default", "cpu": "default", "memory": "default"},
+                }
+            ],
+        }
+    if check is not None:
+        status["admissionChecks"] = [
+            {"name": check_name, "state": check, "message": message, "lastTransitionTime": reserved_at}
+        ]
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": "default",
+        "uid": uid or f"uid-{name}",
+        "creationTimestamp": "2026-01-01T00:00:00Z",
+        "resourceVersion": "1",
+    }
+    if record is not None:
+        metadata["annotations"] = {PLACEMENT_ANNOTATION: record}
+    spec = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)}
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Workload",
+        "metadata": metadata,
+        "spec": {
+            "queueName": "team",
+            "podSets": [
+                {
+                    "name": pod_set,
+                    "count": count,
+                    "template": {
+                        "spec": {
+                            "nodeSelector": node_selector or {},
+                            "containers": [
+                                {
+                                    "name": "c",
+                                    "resources": {"requests": spec, "limits": {"nvidia.com/gpu": str(gpus)}},
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+        "status": status,
+    }
+
+
+def pod(
+    name: str,
+    *,
+    plan_id: str | None,
+    gated: bool = True,
+    index: int | None = None,
+    node: str | None = None,
+    pinned_index: int | None = None,
+    pod_set: str = "main",
+    created: str = "2026-01-01T00:01:00Z",
+    gpus: int = 4,
+    phase: str = "Pending",
+) -> dict[str, Any]:
+    labels = {}
+    if plan_id:
+        labels[PLAN_ID_LABEL] = plan_id
+        labels[PODSET_LABEL] = pod_set
+    if index is not None:
+        labels[COMPLETION_INDEX_LABEL] = str(index)
+    annotations = {}
+    if pinned_index is not None:
+        annotations[POD_INDEX_ANNOTATION] = str(pinned_index)
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]
+    }
+    if gated:
+        spec["schedulingGates"] = [{"name": SCHEDULING_GATE}]
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": labels,
+            "annotations": annotations,
+            "resourceVersion": "7",
+            "creationTimestamp": created,
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def base_objects(*nodes: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*nodes, cluster_queue(), local_queue(), flavor()]

@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from optsched.controller.decide import DeferPolicy, decide, pod_set_updates, reason_category
+from optsched.controller.inputs import build_input
+from optsched.controller.names import PLAN_ID_LABEL, PODSET_LABEL, PRODUCT_LABEL
+from optsched.controller.records import PlacementRecord, PodSlot, record_from_decision
+from optsched.plan import Plan, PlanStatus, PodPlacement, PodSetPlacement, WorkloadDecision
+from tests.controller import objects as o
+
+NOW = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
+
+
+def admit(name: str, nodes: list[str], gpus: int = 4) -> WorkloadDecision:
+    return WorkloadDecision(
+        name=f"default/{name}",
+        decision="admit",
+        gpus=gpus * len(nodes),
+        pod_sets=[
+            PodSetPlacement(
+                name="main",
+                flavor="default",
+                pods=[PodPlacement(index=i, node=n, gpus=list(range(gpus))) for i, n in enumerate(nodes)],
+            )
+        ],
+    )
+
+
+def defer(name: str, reason: str) -> WorkloadDecision:
+    return WorkloadDecision(name=f"default/{name}", decision="defer", reasons=[reason])
+
+
+def plan_of(*decisions: WorkloadDecision) -> Plan:
+    return Plan(status=PlanStatus.OPTIMAL, workloads=list(decisions))
+
+
+DEFAULT_POLICY = DeferPolicy()
+
+
+def run(objects, plan, *, now=NOW, policy=DEFAULT_POLICY, pods=()):
+    inp = build_input(objects, ["optsched"])
+    return decide(inp.workloads, plan, inp.snapshot, ["optsched"], now=now, pods=pods, policy=policy)
+
+
+def test_admitted_workload_gets_record_then_ready_check_with_plan_labels():
+    objects = [*o.base_objects(o.node("n1")), o.workload("a", count=2, gpus=4)]
+    out = run(objects, plan_of(admit("a", ["n1", "n1"])))
+    [action] = out.actions
+    assert action.kind == "admit"
+    assert action.record is not None
+    assert [s.node for s in action.record.slots("main")] == ["n1", "n1"]
+    assert action.check is not None and action.check.state == "Ready"
+    [update] = action.check.pod_set_updates
+    assert update["labels"] == {PLAN_ID_LABEL: action.record.plan_id, PODSET_LABEL: "main"}
+    assert update["nodeSelector"] == {PRODUCT_LABEL: o.H100}
+    entry = action.check.entry()
+    assert entry["name"] == "optsched" and entry["podSetUpdates"][0]["name"] == "main"
+
+
+def test_record_already_written_is_not_written_again():
+    decision = admit("a", ["n1"])
+    record = record_from_decision("uid-a", decision)
+    objects = [*o.base_objects(o.node("n1")), o.workload("a", record=record.to_annotation())]
+    [action] = run(objects, plan_of(decision)).actions
+    assert action.kind == "admit" and action.record is None and action.check is not None
+
+
+def test_deferred_workload_keeps_pending_with_the_plans_reason():
+    objects = [*o.base_objects(o.node("n1")), o.workload("a", gpus=8)]
+    [action] = run(
+        objects, plan_of(defer("a", "needs 16 H100 GPUs in one rack; the fullest rack has 12 free"))
+    ).actions
+    assert action.kind == "defer" and action.reason == "topology"
+    assert action.check is not None and action.check.state == "Pending"
+    assert "fullest rack has 12 free" in action.check.message
+    assert action.check.last_transition_time == o.RESERVED_AT
+
+
+def test_unchanged_deferral_message_is_not_rewritten():
+    message = "optsched: waiting: no room"
+    objects = [*o.base_objects(o.node("n1")), o.workload("a", message=message)]
+    [action] = run(objects, plan_of(defer("a", "no room"))).actions
+    assert action.check is None
+
+
+def test_deferral_past_the_hold_time_releases_quota_with_retry():
+    objects = [*o.base_objects(o.node("n1")), o.workload("a")]
+    later = NOW + timedelta(seconds=400)
+    [action] = run(
+        objects,
+        plan_of(defer("a", "no room")),
+        now=later,
+        policy=DeferPolicy(hold_seconds=300, retry_after_seconds=45),
+    ).actions
+    assert action.kind == "release"
+    assert action.check is not None and action.check.state == "Retry"
+    assert action.check.entry()["requeueAfterSeconds"] == 45
+
+
+def test_workloads_without_our_check_are_ignored():
+    objects = [
+        *o.base_objects(o.node("n1")),
+        o.workload("other", check_name="someone-else"),
+        o.workload("nocheck", check=None),
+    ]
+    assert run(objects, plan_of(admit("other", ["n1"]), admit("nocheck", ["n1"]))).actions == []
+
+
+def test_stale_record_after_eviction_is_dropped():
+    record = PlacementRecord(plan_id="p1", pod_sets={"main": (PodSlot(index=0, node="n1", gpus=(0,)),)})
+    objects = [*o.base_objects(o.node("n1")), o.workload("a", reserved=False, record=record.to_annotation())]
+    [action] = run(objects, None).actions
+    assert action.kind == "drop-record" and action.drop_record and action.check is None
+
+
+def test_ready_workload_whose_node_vanished_before_binding_is_replanned():
+    record = PlacementRecord(
+        plan_id="p1", pod_sets={"main": (PodSlot(index=0, node="gone", gpus=(0, 1, 2, 3)),)}
+    )
+    objects = [
+        *o.base_objects(o.node("n1")),
+        o.workload("a", check="Ready", admitted=True, record=record.to_annotation()),
+    ]
+    [action] = run(objects, None).actions
+    assert action.kind == "replan"
+    assert action.check is not None and action.check.state == "Retry"
+    assert action.check.requeue_after_seconds == 0
+    assert "gone" in action.check.message
+
+
+def test_ready_workload_with_bound_pods_on_a_vanished_node_is_left_alone():
+    record = PlacementRecord(plan_id="p1", pod_sets={"main": (PodSlot(index=0, node="gone", gpus=None),)})
+    objects = [
+        *o.base_objects(o.node("n1")),
+        o.workload("a", check="Ready", admitted=True, record=record.to_annotation()),
+    ]
+    bound = o.pod("a-0", plan_id="p1", gated=False, node="gone", pinned_index=0, phase="Running")
+    assert run(objects, None, pods=[bound]).actions == []
+
+
+def test_invalid_workload_with_our_check_gets_the_problem_as_message():
+    broken = o.workload("bad")
+    broken["spec"]["podSets"][0]["count"] = "many"
+    objects = [*o.base_objects(o.node("n1")), broken]
+    inp = build_input(objects, ["optsched"])
+    [report] = inp.reports
+    out = decide(
+        {"default/bad": broken},
+        None,
+        inp.snapshot,
+        ["optsched"],
+        now=NOW,
+        planning_errors={"default/bad": report.message},
+    )
+    [action] = out.actions
+    assert action.check is not None and "count" in action.check.message
+
+
+def test_product_selector_is_left_out_when_it_could_conflict():
+    record = PlacementRecord(plan_id="p1", pod_sets={"main": (PodSlot(index=0, node="n1"),)})
+    wl = o.workload("a", node_selector={PRODUCT_LABEL: "something-else"})
+    inp = build_input([*o.base_objects(o.node("n1")), wl], ["optsched"])
+    [update] = pod_set_updates(record, wl, {n.name: n for n in inp.snapshot.nodes}, {})
+    assert "nodeSelector" not in update
+
+
+def test_reason_categories():
+    assert reason_category(["ClusterQueue gpu has no quota left"]) == "quota"
+    assert reason_category(["needs 4 GPUs in one NVLink island"]) == "nvlink"
+    assert reason_category(["something odd"]) == "other"

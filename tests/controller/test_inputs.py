@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from optsched.controller.inputs import assumed_pods, build_input
+from optsched.controller.records import PlacementRecord, PodSlot
+from tests.controller import objects as o
+
+
+def record(node: str = "n1", count: int = 2) -> PlacementRecord:
+    return PlacementRecord(
+        plan_id="p1",
+        pod_sets={
+            "main": tuple(
+                PodSlot(index=i, node=node, gpus=tuple(range(4 * i, 4 * i + 4))) for i in range(count)
+            )
+        },
+    )
+
+
+def test_admitted_but_unbound_placements_count_as_usage():
+    wl = o.workload("a", count=2, gpus=4, check="Ready", admitted=True, record=record().to_annotation())
+    inp = build_input([*o.base_objects(o.node("n1")), wl], ["optsched"])
+    usage = inp.snapshot.usage_of("n1")
+    assert usage.gpu_milli == (1000,) * 8
+    assert inp.assumed == 2
+    assert inp.snapshot.workloads == ()
+
+
+def test_bound_pod_replaces_its_assumed_slot():
+    wl = o.workload("a", count=2, gpus=4, check="Ready", admitted=True, record=record().to_annotation())
+    bound = o.pod("a-0", plan_id="p1", gated=False, node="n1", pinned_index=0, phase="Running")
+    bound["metadata"]["annotations"]["optsched.io/gpus"] = "0,1,2,3"
+    inp = build_input([*o.base_objects(o.node("n1")), wl, bound], ["optsched"])
+    assert inp.assumed == 1
+    assert inp.snapshot.usage_of("n1").gpu_milli == (1000,) * 8
+
+
+def test_bound_pod_without_index_releases_one_slot():
+    wl = o.workload("a", count=2, gpus=4)
+    bound = o.pod("x", plan_id="p1", gated=False, node="n1", phase="Running")
+    assert len(assumed_pods(wl, record(), [bound])) == 1
+
+
+def test_only_workloads_of_queues_with_our_check_are_planned():
+    ours = o.workload("ours")
+    theirs = o.workload("theirs", cq="plain", check=None)
+    objects = [*o.base_objects(o.node("n1")), o.cluster_queue("plain", checks=()), theirs, ours]
+    inp = build_input(objects, ["optsched"])
+    assert [w.key for w in inp.snapshot.workloads] == ["default/ours"]
+    assert inp.managed_queues == {"gpu"}
+
+
+def test_ready_workloads_are_not_planned_again():
+    wl = o.workload("a", check="Ready", record=record().to_annotation())
+    inp = build_input([*o.base_objects(o.node("n1")), wl], ["optsched"])
+    assert inp.snapshot.workloads == ()
+
+
+def test_malformed_objects_are_reported_and_skipped_not_fatal():
+    bad_node = o.node("bad", topology="{not json")
+    bad_wl = o.workload("broken")
+    bad_wl["spec"]["podSets"] = "nope"
+    bad_record = o.workload("rec", record="{]")
+    objects = [*o.base_objects(o.node("n1")), bad_node, bad_wl, bad_record, o.workload("fine")]
+    inp = build_input(objects, ["optsched"])
+    reported = {(r.kind, r.name) for r in inp.reports}
+    assert reported == {("Node", "bad"), ("Workload", "broken"), ("Workload", "rec")}
+    assert [n.name for n in inp.snapshot.nodes] == ["n1"]
+    assert [w.name for w in inp.snapshot.workloads] == ["fine"]
+    assert all(r.message for r in inp.reports)
+
+
+def test_our_topology_annotation_reaches_the_planner_as_a_required_level():
+    wl = o.workload("gang", count=2, gpus=8)
+    wl["spec"]["podSets"][0]["template"]["metadata"] = {
+        "annotations": {"optsched.io/required-topology": o.RACK}
+    }
+    inp = build_input([*o.base_objects(o.node("n1")), wl], ["optsched"])
+    [planned] = inp.snapshot.workloads
+    assert planned.pod_sets[0].required_topology == o.RACK
+    assert "kueue.x-k8s.io/podset-required-topology" not in str(inp.workloads["default/gang"])

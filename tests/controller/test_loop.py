@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from optsched.controller.loop import Controller, Options
+from optsched.controller.names import PLACEMENT_ANNOTATION, PLAN_ID_LABEL
+from optsched.controller.records import record_of
+from optsched.errors import PlanValidationError
+from optsched.kube.writer import Writer
+from optsched.policies.registry import run_policy
+from optsched.settings import Settings
+from tests.controller import objects as o
+
+SETTINGS = Settings(time_limit_s=5, workers=1)
+
+
+def optimizer(snapshot):
+    return run_policy("optimizer", snapshot, SETTINGS)
+
+
+def controller(objects, pods=(), *, planner=optimizer, leader=True):
+    async def read():
+        return list(objects), list(pods)
+
+    writer = Writer(None, dry_run=True)
+    return Controller(
+        None,
+        Options(dry_run=True),
+        planner=planner,
+        writer=writer,
+        is_leader=lambda: leader,
+        read=read,
+        clock=lambda: datetime(2026, 1, 1, 0, 1, tzinfo=UTC),
+    )
+
+
+def test_cycle_writes_the_record_before_the_ready_check_and_admits_what_fits():
+    objects = [
+        *o.base_objects(o.node("n1"), o.node("n2")),
+        o.workload("a", count=2, gpus=8),
+        o.workload("b", count=1, gpus=8),
+    ]
+    ctl = controller(objects)
+    result = asyncio.run(ctl.cycle())
+    assert result.errors == []
+    verbs = [(w.verb, w.target) for w in ctl.writer.sent]
+    assert verbs[0] == ("merge-patch", "workloads/default/a")
+    assert verbs[1] == ("apply-status", "workloads/default/a")
+    admitted = [a.key for a in result.decisions.of_kind("admit")]
+    deferred = [a.key for a in result.decisions.of_kind("defer")]
+    assert admitted == ["default/a"] and deferred == ["default/b"]
+    entry = ctl.writer.sent[1].body["status"]["admissionChecks"][0]
+    assert entry["state"] == "Ready"
+    record = record_of(
+        {
+            "metadata": {
+                "annotations": {
+                    PLACEMENT_ANNOTATION: ctl.writer.sent[0].body["metadata"]["annotations"][
+                        PLACEMENT_ANNOTATION
+                    ]
+                }
+            }
+        }
+    )
+    assert record is not None and {s.node for s in record.slots("main")} == {"n1", "n2"}
+    assert entry["podSetUpdates"][0]["labels"][PLAN_ID_LABEL] == record.plan_id
+    defer_entry = ctl.writer.sent[2].body["status"]["admissionChecks"][0]
+    assert defer_entry["state"] == "Pending" and defer_entry["message"].startswith("optsched: waiting:")
+
+
+def test_next_cycle_does_not_double_book_what_was_admitted():
+    first = [*o.base_objects(o.node("n1")), o.workload("a", count=1, gpus=8)]
+    ctl = controller(first)
+    asyncio.run(ctl.cycle())
+    annotation = ctl.writer.sent[0].body["metadata"]["annotations"][PLACEMENT_ANNOTATION]
+    second = [
+        *o.base_objects(o.node("n1")),
+        o.workload("a", count=1, gpus=8, check="Ready", record=annotation),
+        o.workload("b", count=1, gpus=8),
+    ]
+    result = asyncio.run(controller(second).cycle())
+    assert [a.key for a in result.decisions.of_kind("defer")] == ["default/b"]
+    assert result.decisions.of_kind("admit") == []
+
+
+def test_gated_pods_of_ready_workloads_are_pinned_in_the_cycle():
+    first = [*o.base_objects(o.node("n1")), o.workload("a", count=2, gpus=4)]
+    ctl = controller(first)
+    asyncio.run(ctl.cycle())
+    annotation = ctl.writer.sent[0].body["metadata"]["annotations"][PLACEMENT_ANNOTATION]
+    plan_id = record_of({"metadata": {"annotations": {PLACEMENT_ANNOTATION: annotation}}}).plan_id
+    objects = [
+        *o.base_objects(o.node("n1")),
+        o.workload("a", count=2, gpus=4, check="Ready", admitted=True, record=annotation),
+    ]
+    pods = [o.pod("a-0", plan_id=plan_id, index=0), o.pod("a-1", plan_id=plan_id, index=1)]
+    again = controller(objects, pods)
+    result = asyncio.run(again.cycle())
+    assert result.pinned == 2
+    targets = sorted(w.target for w in again.writer.sent if w.target.startswith("pods/"))
+    assert targets == ["pods/default/a-0", "pods/default/a-1"]
+    gpus = sorted(w.body["metadata"]["annotations"]["optsched.io/gpus"] for w in again.writer.sent)
+    assert gpus == ["0,1,2,3", "4,5,6,7"]
+
+
+def test_a_follower_plans_but_writes_nothing():
+    objects = [*o.base_objects(o.node("n1")), o.workload("a", count=1, gpus=8)]
+    ctl = controller(objects, leader=False)
+    result = asyncio.run(ctl.cycle())
+    assert result.decisions.of_kind("admit") and ctl.writer.sent == []
+
+
+def test_an_invalid_plan_is_never_applied():
+    def broken(snapshot):
+        raise PlanValidationError(["GPU 0 of n1 given twice"])
+
+    objects = [*o.base_objects(o.node("n1")), o.workload("a", count=1, gpus=8)]
+    ctl = controller(objects, planner=broken)
+    result = asyncio.run(ctl.cycle())
+    assert ctl.writer.sent == [] and result.errors and "validate" in result.errors[0]
+
+
+def test_malformed_node_is_reported_and_the_rest_still_admits():
+    objects = [*o.base_objects(o.node("n1"), o.node("bad", topology="[[")), o.workload("a", count=1, gpus=8)]
+    ctl = controller(objects)
+    result = asyncio.run(ctl.cycle())
+    assert result.reports == 1
+    events = [w for w in ctl.writer.sent if w.verb == "create" and w.target.startswith("events/")]
+    assert len(events) == 1 and events[0].body["involvedObject"]["name"] == "bad"
+    assert [a.key for a in result.decisions.of_kind("admit")] == ["default/a"]
+    asyncio.run(ctl.cycle())
+    assert len([w for w in ctl.writer.sent if w.target.startswith("events/")]) == 1
+
+
+def test_node_heartbeats_do_not_trigger_cycles_but_readiness_and_deletion_do():
+    from optsched.controller.loop import NodeFilter
+
+    relevant = NodeFilter()
+    node = o.node("n1")
+    assert relevant({"type": "ADDED", "object": node})
+    heartbeat = {**node, "metadata": {**node["metadata"], "resourceVersion": "99"}}
+    assert not relevant({"type": "MODIFIED", "object": heartbeat})
+    assert relevant({"type": "MODIFIED", "object": o.node("n1", ready=False)})
+    assert relevant({"type": "DELETED", "object": node})
+
+
+def test_pod_events_route_to_pinning_or_replanning():
+    from optsched.controller.loop import pod_frees_capacity, pod_is_gated
+
+    gated = o.pod("a", plan_id="p1")
+    running = o.pod("b", plan_id="p1", gated=False, node="n1", phase="Running")
+    done = o.pod("c", plan_id="p1", gated=False, node="n1", phase="Succeeded")
+    assert pod_is_gated({"type": "ADDED", "object": gated})
+    assert not pod_is_gated({"type": "MODIFIED", "object": running})
+    assert not pod_frees_capacity({"type": "MODIFIED", "object": running})
+    assert pod_frees_capacity({"type": "MODIFIED", "object": done})
+    assert pod_frees_capacity({"type": "DELETED", "object": running})
+
+
+def test_an_unchanged_cluster_is_not_solved_again():
+    calls = []
+
+    def counting(snapshot):
+        calls.append(1)
+        return optimizer(snapshot)
+
+    objects = [*o.base_objects(o.node("n1")), o.workload("a", count=1, gpus=16)]
+    ctl = controller(objects, planner=counting)
+    first = asyncio.run(ctl.cycle())
+    second = asyncio.run(ctl.cycle())
+    assert len(calls) == 1
+    assert first.plan is second.plan
+    assert [a.kind for a in second.decisions.actions] == ["defer"]

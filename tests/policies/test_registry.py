@@ -1,0 +1,63 @@
+"""Policies by name: baselines give valid HEURISTIC plans; unknown names are input errors."""
+
+import pytest
+
+from optsched.errors import InputError
+from optsched.plan import PlanStatus
+from optsched.policies.registry import POLICIES, run_policy
+from optsched.settings import Settings
+from optsched.validate import check_plan
+from tests.builders import RACK, node, pods, snapshot, workload
+
+SNAP = snapshot(
+    [node("n1", rack="r1"), node("n2", rack="r1"), node("n3", rack="r2")],
+    [
+        workload("gang", pods(2, 8, required_topology=RACK), priority=5),
+        workload("small", pods(2, 2)),
+        workload("share", pods(1, 1, gpu_milli=500)),
+        workload("huge", pods(1, 16)),
+    ],
+)
+
+
+def test_unknown_policy_names_the_valid_ones() -> None:
+    with pytest.raises(InputError) as caught:
+        run_policy("worstfit", SNAP)
+    message = str(caught.value)
+    assert "unknown policy 'worstfit'" in message
+    assert all(name in message for name in POLICIES)
+    assert caught.value.field == "policy"
+
+
+@pytest.mark.parametrize("name", [p for p in POLICIES if p != "optimizer"])
+def test_baselines_give_valid_heuristic_plans(name: str) -> None:
+    plan = run_policy(name, SNAP)
+    assert plan.status is PlanStatus.HEURISTIC
+    assert plan.policy == name
+    assert check_plan(SNAP, plan) == []
+    assert {w.name for w in plan.admitted} == {"default/gang", "default/small", "default/share"}
+    huge = plan.decision("default/huge")
+    assert huge is not None and huge.reasons == ["pod set main: pod needs 16 GPUs; the largest node has 8"]
+
+
+def test_policy_names_are_forgiving_about_case_and_dashes() -> None:
+    assert run_policy("Best-Fit", SNAP).policy == "bestfit"
+
+
+def test_nothing_pending_gives_an_empty_plan() -> None:
+    plan = run_policy("bestfit", snapshot([node("n1")], []))
+    assert plan.status is PlanStatus.EMPTY
+    assert plan.workloads == []
+
+
+def test_settings_can_override_topology_levels() -> None:
+    # Rack "r1" exists in two blocks: by default those are two racks, so the gang cannot share one.
+    # Without the block level they are one rack.
+    snap = snapshot(
+        [node("n1", rack="r1", block="b1"), node("n2", rack="r1", block="b2")],
+        [workload("gang", pods(2, 8, required_topology=RACK))],
+    )
+    assert run_policy("firstfit", snap).admitted == []
+    flat = Settings(topology_levels=(RACK, "kubernetes.io/hostname"))
+    plan = run_policy("firstfit", snap, flat)
+    assert [w.name for w in plan.admitted] == ["default/gang"]

@@ -1,0 +1,179 @@
+"""Deferral reasons: each blocking constraint named, with the numbers, on the smallest case."""
+
+from optsched.assignment import Placement, PodAssignment, WorkloadAssignment
+from optsched.explain import PlanContext, explain_deferral
+from optsched.model import ClusterQueue, LocalQueue, NodeUsage, ResourceFlavor, Snapshot, Taint, Workload
+from optsched.plan import PlanStatus
+from optsched.planbuild import build_plan
+from optsched.state import ClusterState
+from tests.builders import RACK, gpu_queue, node, pods, snapshot, workload
+
+
+def reasons(snap: Snapshot, wl: Workload) -> list[str]:
+    return explain_deferral(snap, wl, ClusterState.from_snapshot(snap))
+
+
+def test_no_node_matches_lists_the_filters_with_counts() -> None:
+    tainted = Taint(key="maintenance", effect="NoSchedule")
+    wl = workload("job", pods(1, 1, node_selector={"nvidia.com/gpu.product": "NVIDIA-B200"}))
+    snap = snapshot([node("n1"), node("n2"), node("n3", taints=(tainted,))], [wl])
+    assert reasons(snap, wl) == [
+        "pod set main: no node matches: 3 fail nodeSelector nvidia.com/gpu.product=NVIDIA-B200"
+    ]
+    wl = workload("job", pods(1, 1))
+    snap = snapshot([node("n1", taints=(tainted,)), node("n2", taints=(tainted,))], [wl])
+    assert reasons(snap, wl) == ["pod set main: no node matches: 2 fail taint maintenance:NoSchedule"]
+
+
+def test_pod_larger_than_any_node() -> None:
+    wl = workload("job", pods(1, 16))
+    snap = snapshot([node("n1"), node("n2", gpus=4)], [wl])
+    assert reasons(snap, wl) == ["pod set main: pod needs 16 GPUs; the largest node has 8"]
+
+
+def test_gang_larger_than_any_rack_can_never_fit() -> None:
+    wl = workload("job", pods(3, 8, required_topology=RACK))
+    snap = snapshot([node("n1", rack="r1"), node("n2", rack="r1"), node("n3", rack="r2")], [wl])
+    (reason,) = reasons(snap, wl)
+    assert reason == (
+        f"pod set main: needs 24 NVIDIA-H100-80GB-HBM3 GPUs (3 pods x 8) in one {RACK}; "
+        "the largest such domain has 16 usable GPUs, so it can never fit"
+    )
+
+
+def test_quota_shortfall_names_queue_need_and_what_is_left() -> None:
+    wl = workload("job", pods(1, 8), queue="q")
+    queue = gpu_queue("team-a", gpus=16, borrowing_limit=0).model_copy(
+        update={"usage": {"default": {"nvidia.com/gpu": 12}}}
+    )
+    snap = snapshot(
+        [node("n1")],
+        [wl],
+        cluster_queues=[queue],
+        local_queues=[LocalQueue(namespace="default", name="q", cluster_queue="team-a")],
+        flavors=[ResourceFlavor(name="default")],
+    )
+    assert reasons(snap, wl) == [
+        "ClusterQueue team-a GPU quota (flavor default): needs 8, 4 left "
+        "(nominal 16, no cohort to borrow from)"
+    ]
+
+
+def test_free_capacity_too_small_in_any_rack_and_held_by_running_pods() -> None:
+    wl = workload("job", pods(2, 8, required_topology=RACK))
+    busy = NodeUsage(gpu_milli=(1000,) * 4 + (0,) * 4)
+    snap = snapshot(
+        [node("n1", rack="r1"), node("n2", rack="r1"), node("n3", rack="r2")], [wl], usage={"n2": busy}
+    )
+    state = ClusterState.from_snapshot(snap)
+    got = explain_deferral(snap, wl, state, context=PlanContext(state_before=state))
+    assert got == [
+        f"pod set main: needs 16 NVIDIA-H100-80GB-HBM3 GPUs (2 pods x 8) in one {RACK}; "
+        "the one with the most room has 12 GPUs free",
+        "capacity in use by running workloads",
+    ]
+
+
+def test_gpus_spread_over_nodes() -> None:
+    wl = workload("job", pods(1, 8))
+    half = NodeUsage(gpu_milli=(1000,) * 4 + (0,) * 4)
+    snap = snapshot([node("n1"), node("n2")], [wl], usage={"n1": half, "n2": half})
+    (reason,) = reasons(snap, wl)
+    assert reason == (
+        "pod set main: needs 8 NVIDIA-H100-80GB-HBM3 GPUs; only 0 of 1 pods fit (8 GPUs free on eligible "
+        "nodes, at most 4 on one node); the free GPUs are scattered over nodes"
+    )
+
+
+def plan_reasons(snap: Snapshot, admitted: dict[str, list[str]], key: str) -> list[str]:
+    placement = Placement(
+        admitted={
+            k: WorkloadAssignment(pods={"main": [PodAssignment(n, tuple(range(8))) for n in nodes]})
+            for k, nodes in admitted.items()
+        }
+    )
+    decision = build_plan(snap, placement, status=PlanStatus.HEURISTIC, policy="x").decision(key)
+    assert decision is not None and decision.decision == "defer"
+    return decision.reasons
+
+
+def test_capacity_taken_by_higher_priority_work() -> None:
+    snap = snapshot(
+        [node("n1")], [workload("low", pods(1, 8), age=100), workload("high", pods(1, 8), priority=5)]
+    )
+    got = plan_reasons(snap, {"default/high": ["n1"]}, "default/low")
+    assert got[-1] == "capacity taken by higher-priority work (default/high)"
+
+
+def test_lower_in_the_queue_than_admitted_work() -> None:
+    snap = snapshot(
+        [node("n1")], [workload("first", pods(1, 8), age=100), workload("second", pods(1, 8), age=1)]
+    )
+    got = plan_reasons(snap, {"default/first": ["n1"]}, "default/second")
+    assert got[-1] == "lower in the queue than admitted work that used the remaining capacity (default/first)"
+
+
+def test_quota_used_by_the_plan_is_attributed() -> None:
+    local = [LocalQueue(namespace="default", name="q", cluster_queue="team-a")]
+    snap = snapshot(
+        [node("n1"), node("n2")],
+        [workload("first", pods(1, 8), queue="q", age=100), workload("second", pods(1, 8), queue="q", age=1)],
+        cluster_queues=[gpu_queue("team-a", gpus=8)],
+        local_queues=local,
+        flavors=[ResourceFlavor(name="default")],
+    )
+    placement = Placement(
+        admitted={
+            "default/first": WorkloadAssignment(
+                pods={"main": [PodAssignment("n1", tuple(range(8)))]}, flavors={"main": "default"}
+            )
+        }
+    )
+    decision = build_plan(snap, placement, status=PlanStatus.HEURISTIC, policy="x").decision("default/second")
+    assert decision is not None
+    assert decision.reasons == [
+        "ClusterQueue team-a GPU quota (flavor default): needs 8, 0 left (nominal 8, no cohort to borrow "
+        "from); used by work admitted in this plan (default/first)"
+    ]
+
+
+def test_fits_but_not_chosen() -> None:
+    wl = workload("job", pods(1, 8))
+    snap = snapshot([node("n1")], [wl])
+    (reason,) = reasons(snap, wl)
+    assert reason.startswith("fits the capacity and quota left after this plan")
+
+
+def test_deferral_that_avoids_stranding_says_so() -> None:
+    # Two 8-GPU nodes; a 1x6 job would leave 2 GPUs that no other pending pod can use.
+    snap = snapshot(
+        [node("n1"), node("n2")],
+        [workload("six", pods(1, 6), age=100), workload("eight", pods(2, 8), age=1)],
+    )
+    got = plan_reasons(snap, {"default/eight": ["n1", "n2"]}, "default/six")
+    assert got[-2:] == [
+        "capacity used by work admitted in this plan (default/eight), which admits more in total",
+        "admitting it would strand GPUs: each 6-GPU pod leaves 2 of a node's 8 free GPUs, and no other "
+        "pending pod asks for 2 or fewer",
+    ]
+
+
+def test_no_quota_reason_when_another_flavor_has_quota() -> None:
+    spot = gpu_queue("team-a", gpus=0, flavor="spot").resource_groups[0]
+    reserved = gpu_queue("team-a", gpus=8, flavor="reserved").resource_groups[0]
+    queue = ClusterQueue(
+        name="team-a",
+        resource_groups=(spot.model_copy(update={"flavors": spot.flavors + reserved.flavors}),),
+    )
+    wl = workload("job", pods(1, 8), queue="q")
+    snap = snapshot(
+        [node("n1")],
+        [wl],
+        usage={"n1": NodeUsage(gpu_milli=(1000,) * 8)},
+        cluster_queues=[queue],
+        local_queues=[LocalQueue(namespace="default", name="q", cluster_queue="team-a")],
+        flavors=[ResourceFlavor(name="spot"), ResourceFlavor(name="reserved")],
+    )
+    assert reasons(snap, wl) == [
+        "pod set main: needs 8 NVIDIA-H100-80GB-HBM3 GPUs; no GPU is free on the eligible nodes"
+    ]
