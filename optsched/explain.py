@@ -176,16 +176,20 @@ def _no_node_reason(snapshot: Snapshot, ps: PodSet, cands: list[Candidates]) -> 
     healthy = [len(n.healthy_gpus) for n in snapshot.nodes if n.ready and not n.unschedulable]
     if req.gpus and healthy and req.gpus > max(healthy):
         return f"pod set {ps.name}: pod needs {req.gpus} GPUs; the largest node has {max(healthy)}"
-    merged: dict[str, int] = {}
-    for cand in cands:
-        for why, count in cand.excluded.items():
-            merged[why] = merged.get(why, 0) + count
-    if not merged:
+    if not any(cand.excluded for cand in cands):
         return f"pod set {ps.name}: no node in the cluster"
-    parts = [f"{count} fail {why}" for why, count in sorted(merged.items(), key=lambda kv: (-kv[1], kv[0]))]
-    flavors = [c.flavor.name for c in cands if c.flavor is not None]
-    where = f" (flavors {', '.join(flavors)})" if len(flavors) > 1 else ""
-    return f"pod set {ps.name}: no node matches{where}: " + ", ".join(parts)
+
+    def counts(excluded: dict[str, int]) -> str:
+        ranked = sorted(excluded.items(), key=lambda kv: (-kv[1], kv[0]))
+        return ", ".join(f"{count} fail {why}" for why, count in ranked)
+
+    named = [(c.flavor.name, c) for c in cands if c.flavor is not None]
+    if len(named) <= 1 or all(c.excluded == cands[0].excluded for c in cands):
+        flavors = [name for name, _ in named]
+        where = f" in any flavor ({', '.join(flavors)})" if len(flavors) > 1 else ""
+        return f"pod set {ps.name}: no node matches{where}: " + counts(cands[0].excluded)
+    per_flavor = "; ".join(f"flavor {name}: {counts(c.excluded)}" for name, c in named)
+    return f"pod set {ps.name}: no node matches in any flavor: " + per_flavor
 
 
 def _scopes(snapshot: Snapshot, ps: PodSet, cands: list[Candidates]) -> list[tuple[str, list[Node]]]:

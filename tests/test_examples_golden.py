@@ -1,0 +1,77 @@
+"""Golden behaviour on the bundled examples: what a person running the README demo sees."""
+
+from pathlib import Path
+
+import pytest
+
+from optsched.model import Snapshot
+from optsched.plan import Plan
+from optsched.policies.registry import run_policy
+from optsched.settings import Settings
+from optsched.snapshot_io import load_snapshot
+from optsched.validate import check_plan
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SETTINGS = Settings(time_limit_s=20, workers=1, random_seed=7)
+
+
+@pytest.fixture(scope="module")
+def small() -> Snapshot:
+    return load_snapshot(EXAMPLES / "cluster-small.yaml")
+
+
+@pytest.fixture(scope="module")
+def small_plan(small: Snapshot) -> Plan:
+    return run_policy("optimizer", small, SETTINGS)
+
+
+def short(name: str) -> str:
+    """``team-a/job-nccl-pair-b19e7`` -> ``nccl-pair``."""
+    return name.split("/", 1)[1].removeprefix("job-").rsplit("-", 1)[0]
+
+
+def test_optimizer_defers_exactly_what_cannot_or_should_not_run(small: Snapshot, small_plan: Plan) -> None:
+    assert check_plan(small, small_plan) == []
+    assert {short(w.name) for w in small_plan.deferred} == {
+        "llm-giant-405b",
+        "h100-eval-8",
+        "t4-batch",
+        "gb200-smoke",
+    }
+    assert small_plan.status.value in ("OPTIMAL", "FEASIBLE")
+
+
+def test_high_priority_gangs_land_whole_and_in_place(small: Snapshot, small_plan: Plan) -> None:
+    by_name = {short(w.name): w for w in small_plan.admitted}
+    pretrain = by_name["llm-pretrain-70b"].pod_sets[0].pods
+    racks = {small.node(p.node).labels["cloud.provider.com/topology-rack"] for p in pretrain}  # type: ignore[union-attr]
+    assert len(pretrain) == 4 and len(racks) == 1
+    (pair,) = by_name["nccl-pair"].pod_sets[0].pods
+    node = small.node(pair.node)
+    assert node is not None and pair.gpus is not None
+    assert any(set(pair.gpus) <= set(island) for island in node.nvlink_islands)
+    assert len(by_name["bert-hpo"].pod_sets[0].pods) == 5  # minCount 3, room for 5
+
+
+def test_deferral_reasons_name_the_blocking_constraint(small_plan: Plan) -> None:
+    reasons = {short(w.name): " ".join(w.reasons) for w in small_plan.deferred}
+    assert "in one cloud.provider.com/topology-rack" in reasons["llm-giant-405b"]
+    assert "quota" in reasons["t4-batch"]
+    assert "nodeSelector nvidia.com/gpu.product=NVIDIA-GB200" in reasons["gb200-smoke"]
+    assert "14 fail" in reasons["gb200-smoke"]
+
+
+def test_optimizer_admits_more_than_every_baseline_on_the_example(small: Snapshot, small_plan: Plan) -> None:
+    for policy in ("firstfit", "bestfit", "fgd", "tas", "leastallocated"):
+        plan = run_policy(policy, small)
+        assert check_plan(small, plan) == []
+        assert small_plan.summary.gpus_admitted >= plan.summary.gpus_admitted, policy
+
+
+def test_fifo_trap_optimum_is_32_where_greedy_gets_24() -> None:
+    trap = load_snapshot(EXAMPLES / "fifo-trap.yaml")
+    best = run_policy("optimizer", trap, SETTINGS)
+    greedy = run_policy("bestfit", trap)
+    assert check_plan(trap, best) == [] and check_plan(trap, greedy) == []
+    assert (best.summary.gpus_admitted, greedy.summary.gpus_admitted) == (32, 24)
+    assert {short(w.name) for w in best.admitted} == {"train-2x8", "train-8", "train-2x4"}
