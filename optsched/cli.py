@@ -1,4 +1,4 @@
-"""The ``optsched`` command line: ``plan``, ``snapshot`` and ``bench``.
+"""The ``optsched`` command line: ``plan``, ``snapshot``, ``run`` and ``bench``.
 
 Exit codes are the same for every verb: 0 success (a plan that defers work is
 a success), 2 bad input or usage, 1 an internal error. Mistakes a user can
@@ -54,9 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_debug(parser, top=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     from optsched.commands import plan, snapshot
+    from optsched.commands.run import register_run
 
     plan.register(subparsers)
     snapshot.register(subparsers)
+    register_run(subparsers)
     _register_bench(subparsers)
     for sub in subparsers.choices.values():
         _add_debug(sub, top=False)

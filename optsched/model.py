@@ -28,6 +28,10 @@ NVLINK_ANNOTATION = "optsched.io/nvlink"
 ALLOW_MIXED_ANNOTATION = "optsched.io/allow-mixed-gpu-products"
 REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION = "optsched.io/required-topology"
+"""optsched's own spelling, for queues whose flavors Kueue TAS must not place (Kueue demands a TAS
+flavor for any PodSet carrying its topology annotations)."""
+OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION = "optsched.io/preferred-topology"
 
 DEFAULT_TOPOLOGY_LEVELS: tuple[str, ...] = (
     "cloud.provider.com/topology-block",

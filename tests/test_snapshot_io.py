@@ -216,3 +216,11 @@ def test_bundled_example_loads() -> None:
     assert len(snap.nodes) >= 10
     assert snap.workloads
     assert not impossible_requests(snap)
+
+
+def test_optsched_topology_annotations_are_read_like_kueues() -> None:
+    obj = workload_obj(
+        "w", annotations={"optsched.io/required-topology": "rack", "optsched.io/preferred-topology": "block"}
+    )
+    (pod_set,) = snapshot_from_objects([node_obj("n1"), obj]).workloads[0].pod_sets
+    assert (pod_set.required_topology, pod_set.preferred_topology) == ("rack", "block")

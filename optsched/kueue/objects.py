@@ -16,6 +16,8 @@ from optsched.ingest.scheduling import parse_required_affinity, parse_taints, pa
 from optsched.model import (
     ALLOW_MIXED_ANNOTATION,
     NVLINK_ANNOTATION,
+    OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION,
+    OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION,
     PREFERRED_TOPOLOGY_ANNOTATION,
     REQUIRED_TOPOLOGY_ANNOTATION,
     CheckState,
@@ -103,8 +105,16 @@ def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
         field=f"{field}.template.metadata.annotations",
     )
     topology_request = raw.get("topologyRequest") or {}
-    required = topology_request.get("required") or annotations.get(REQUIRED_TOPOLOGY_ANNOTATION)
-    preferred = topology_request.get("preferred") or annotations.get(PREFERRED_TOPOLOGY_ANNOTATION)
+    required = (
+        topology_request.get("required")
+        or annotations.get(REQUIRED_TOPOLOGY_ANNOTATION)
+        or annotations.get(OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION)
+    )
+    preferred = (
+        topology_request.get("preferred")
+        or annotations.get(PREFERRED_TOPOLOGY_ANNOTATION)
+        or annotations.get(OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION)
+    )
     return PodSet(
         name=str(name),
         count=pod_count,
