@@ -392,39 +392,29 @@ class Controller:
     async def _apply_one(self, action: WorkloadAction, result: CycleResult) -> None:
         if not self.is_leader():
             return
+
+        async def write_record(value: str | None) -> None:
+            await self.writer.set_annotation(
+                KUEUE_API,
+                "workloads",
+                action.namespace,
+                action.name,
+                PLACEMENT_ANNOTATION,
+                value,
+                uid=action.uid,
+            )
+
         try:
+            # The record is written before the check goes Ready (a crash in between is repaired
+            # from it), and dropped only after a release has been sent.
             if action.record is not None:
-                await self.writer.set_annotation(
-                    KUEUE_API,
-                    "workloads",
-                    action.namespace,
-                    action.name,
-                    PLACEMENT_ANNOTATION,
-                    action.record.to_annotation(),
-                    uid=action.uid,
-                )
+                await write_record(action.record.to_annotation())
             elif action.drop_record and action.kind != "release":
-                await self.writer.set_annotation(
-                    KUEUE_API,
-                    "workloads",
-                    action.namespace,
-                    action.name,
-                    PLACEMENT_ANNOTATION,
-                    None,
-                    uid=action.uid,
-                )
+                await write_record(None)
             if action.check is not None:
                 await self.writer.apply_check(action.namespace, action.name, action.check.entry())
             if action.drop_record and action.kind == "release":
-                await self.writer.set_annotation(
-                    KUEUE_API,
-                    "workloads",
-                    action.namespace,
-                    action.name,
-                    PLACEMENT_ANNOTATION,
-                    None,
-                    uid=action.uid,
-                )
+                await write_record(None)
         except ApiError as exc:
             result.errors.append(f"{action.kind} {action.key}: {exc}")
             log.warning("%s %s failed (%s); retried next cycle", action.kind, action.key, exc)
