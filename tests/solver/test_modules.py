@@ -163,6 +163,17 @@ def test_nvlink_required_is_deferred_when_no_pair_is_whole() -> None:
     assert admitted(plan_for(relaxed)) == {"loose"}
 
 
+def test_a_pod_too_big_for_a_boxs_islands_goes_where_one_island_holds_it() -> None:
+    # A 4-GPU pod fits both empty nodes; only the NVSwitch board holds it in one island.
+    for order in (("a1", "h1"), ("h1", "a1")):
+        boxes = {
+            "a1": node("a1", product=A100, islands=PAIRS, gpu_mem=40_960),
+            "h1": node("h1", product=H100),
+        }
+        snap = snapshot([boxes[name] for name in order], [workload("four", pods(1, 4))])
+        assert nodes_of(plan_for(snap), "four") == ["h1"]
+
+
 # -- inter-node topology --------------------------------------------------------------------------
 
 

@@ -12,7 +12,10 @@ translate into concrete GPU indices after the solve.
 
 On a node with index-unknown usage nobody knows which islands are free, so
 every multi-GPU pod there counts as spanning (and ``nvlink: required`` PodSets
-are not offered such nodes at all).
+are not offered such nodes at all). A pod bigger than every island of its
+node (a 4-GPU pod on an A100 PCIe box of NVLink pairs, or on a box without
+NVLink) always spans, and costs the same, so the quality stage sends it to a
+node whose island can hold it when one is free.
 """
 
 from __future__ import annotations
@@ -95,10 +98,27 @@ class NvlinkIslands:
                         cp_model.LinearExpr.weighted_sum([z for _, z in terms], [g for g, _ in terms])
                         <= island_free[i]
                     )
+        if soft and self.phase == "quality":
+            self._too_big_for_any_island(ctx, penalty_vars, penalty_coefs)
         if not soft or not penalty_vars or weight == 0:
             return []
         expr = cp_model.LinearExpr.weighted_sum(penalty_vars, [c * weight for c in penalty_coefs])
         return [ObjectiveTerm("topology", TOPOLOGY_RANK, expr)]
+
+    @staticmethod
+    def _too_big_for_any_island(
+        ctx: SolverContext, penalty_vars: list[cp_model.LinearExprT], penalty_coefs: list[int]
+    ) -> None:
+        """Pods that span islands on whichever GPUs they get there: cost ``g`` each, like any split."""
+        for n, entries in ctx.by_node.items():
+            islands = ctx.nodes[n].islands
+            if len(islands) < 2:
+                continue
+            largest = max(len(island) for island in islands)
+            for e, p in entries:
+                if e.whole_gpus >= 2 and e.whole_gpus > largest:
+                    penalty_vars.append(e.y[p])
+                    penalty_coefs.append(e.whole_gpus)
 
     @staticmethod
     def _hints(
