@@ -7,7 +7,11 @@ grows least (the candidates a good online rule would consider) and then picks,
 jointly and within every node's CPU, memory and per-GPU capacity:
 
 1. as much GPU demand placed as possible, then
-2. the options the online FGD rule likes best: the FGD authors' integer score
+2. as few whole free GPUs opened for GPU shares as possible: a share that
+   joins a partly used GPU, or two shares of the window that pair on one,
+   leave fewer slivers no later task can use (on the trace nearly all idle
+   GPUs at full arrival are such slivers), then
+3. the options the online FGD rule likes best: the FGD authors' integer score
    of each option (its single-task fragmentation increase; interactions of
    tasks of the window on one node are approximated by the sum), then the
    earlier node, which packs work onto fewer nodes as their simulator does.
@@ -141,6 +145,7 @@ class BatchPlacer:
             return {}
         model = cp_model.CpModel()
         x = [model.new_bool_var(f"x{i}") for i in range(len(options))]
+        all_opened: list[cp_model.IntVar] = []
         by_task: dict[int, list[int]] = {}
         by_node: dict[int, list[int]] = {}
         for i, option in enumerate(options):
@@ -168,6 +173,7 @@ class BatchPlacer:
                 )
                 if node.is_fully_free(gpu):
                     opened[gpu] = model.new_bool_var(f"open{node_index}_{gpu}")
+                    all_opened.append(opened[gpu])
                     for i in shares:
                         model.add_implication(x[i], opened[gpu])
             if whole_used or opened:
@@ -175,8 +181,10 @@ class BatchPlacer:
         placed = sum(requests[o.task].gpu_milli_total * x[i] for i, o in enumerate(options))
         cost = sum(o.cost * x[i] for i, o in enumerate(options))
         weight = 1 + sum(o.cost for o in options)
-        # Placed GPU first: one milli-GPU placed outweighs any difference in option rank.
-        model.maximize(placed * weight - cost)
+        # Lexicographic: one milli-GPU placed outweighs every opened GPU, and one opened GPU outweighs
+        # any difference in option rank.
+        opened_cost = weight * sum(all_opened)
+        model.maximize(placed * weight * (len(all_opened) + 1) - opened_cost - cost)
         solver = cp_model.CpSolver()
         solver.parameters.max_time_in_seconds = self.time_limit_s
         solver.parameters.num_workers = self.workers
