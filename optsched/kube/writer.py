@@ -29,6 +29,11 @@ log = logging.getLogger("optsched.writer")
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 
+def _target(plural: str, namespace: str | None, name: str) -> str:
+    """``plural/namespace/name`` (``plural/name`` for cluster-scoped objects), as writes are logged."""
+    return f"{plural}/{namespace + '/' if namespace else ''}{name}"
+
+
 @dataclass(frozen=True)
 class Write:
     """One request, as sent (or as it would have been sent in dry-run)."""
@@ -63,6 +68,34 @@ class Writer:
             raise RuntimeError("writer has no API client")
         return self.client
 
+    async def _patch(
+        self,
+        verb: str,
+        target: str,
+        api_version: str,
+        plural: str,
+        name: str,
+        body: Any,
+        *,
+        namespace: str | None,
+        content_type: str,
+        subresource: str | None = None,
+    ) -> None:
+        """Record one patch and send it unless in dry-run; applies force, as the fields are ours."""
+        if not self._record(verb, target, body):
+            return
+        await self._client().patch(
+            api_version,
+            plural,
+            name,
+            body,
+            namespace=namespace,
+            subresource=subresource,
+            content_type=content_type,
+            field_manager=self.field_manager,
+            force=content_type == APPLY_PATCH,
+        )
+
     async def apply_check(self, namespace: str, name: str, entry: dict[str, Any]) -> None:
         """Server-side apply of our ``status.admissionChecks`` entry (force: the entry is ours)."""
         body = {
@@ -71,18 +104,17 @@ class Writer:
             "metadata": {"name": name, "namespace": namespace},
             "status": {"admissionChecks": [entry]},
         }
-        if self._record("apply-status", f"workloads/{namespace}/{name}", body):
-            await self._client().patch(
-                KUEUE_API,
-                "workloads",
-                name,
-                body,
-                namespace=namespace,
-                subresource="status",
-                content_type=APPLY_PATCH,
-                field_manager=self.field_manager,
-                force=True,
-            )
+        await self._patch(
+            "apply-status",
+            _target("workloads", namespace, name),
+            KUEUE_API,
+            "workloads",
+            name,
+            body,
+            namespace=namespace,
+            content_type=APPLY_PATCH,
+            subresource="status",
+        )
 
     async def set_annotation(
         self,
@@ -100,29 +132,28 @@ class Writer:
         if uid:
             metadata["uid"] = uid
         body = {"metadata": metadata}
-        target = f"{plural}/{namespace + '/' if namespace else ''}{name}"
-        if self._record("merge-patch", target, body):
-            await self._client().patch(
-                api_version,
-                plural,
-                name,
-                body,
-                namespace=namespace,
-                content_type=MERGE_PATCH,
-                field_manager=self.field_manager,
-            )
+        await self._patch(
+            "merge-patch",
+            _target(plural, namespace, name),
+            api_version,
+            plural,
+            name,
+            body,
+            namespace=namespace,
+            content_type=MERGE_PATCH,
+        )
 
     async def patch_pod(self, namespace: str, name: str, body: dict[str, Any]) -> None:
-        if self._record("merge-patch", f"pods/{namespace}/{name}", body):
-            await self._client().patch(
-                "v1",
-                "pods",
-                name,
-                body,
-                namespace=namespace,
-                content_type=MERGE_PATCH,
-                field_manager=self.field_manager,
-            )
+        await self._patch(
+            "merge-patch",
+            _target("pods", namespace, name),
+            "v1",
+            "pods",
+            name,
+            body,
+            namespace=namespace,
+            content_type=MERGE_PATCH,
+        )
 
     async def json_patch(
         self,
@@ -135,24 +166,23 @@ class Writer:
     ) -> None:
         if not ops:
             return
-        target = f"{plural}/{namespace + '/' if namespace else ''}{name}"
-        if self._record("json-patch", target, ops):
-            await self._client().patch(
-                api_version,
-                plural,
-                name,
-                ops,
-                namespace=namespace,
-                content_type=JSON_PATCH,
-                field_manager=self.field_manager,
-            )
+        await self._patch(
+            "json-patch",
+            _target(plural, namespace, name),
+            api_version,
+            plural,
+            name,
+            ops,
+            namespace=namespace,
+            content_type=JSON_PATCH,
+        )
 
     async def create(
         self, api_version: str, plural: str, body: dict[str, Any], *, namespace: str | None = None
     ) -> None:
         """Create an object; one that already exists is left as it is."""
         name = (body.get("metadata") or {}).get("name", "")
-        if self._record("create", f"{plural}/{namespace + '/' if namespace else ''}{name}", body):
+        if self._record("create", _target(plural, namespace, name), body):
             try:
                 await self._client().create(
                     api_version, plural, body, namespace=namespace, field_manager=self.field_manager
@@ -172,21 +202,18 @@ class Writer:
         subresource: str | None = None,
     ) -> None:
         """Server-side apply of an object we own (AdmissionCheck status, webhook caBundle)."""
-        target = (
-            f"{plural}/{namespace + '/' if namespace else ''}{name}{'/' + subresource if subresource else ''}"
+        target = _target(plural, namespace, name) + (f"/{subresource}" if subresource else "")
+        await self._patch(
+            "apply",
+            target,
+            api_version,
+            plural,
+            name,
+            body,
+            namespace=namespace,
+            content_type=APPLY_PATCH,
+            subresource=subresource,
         )
-        if self._record("apply", target, body):
-            await self._client().patch(
-                api_version,
-                plural,
-                name,
-                body,
-                namespace=namespace,
-                subresource=subresource,
-                content_type=APPLY_PATCH,
-                field_manager=self.field_manager,
-                force=True,
-            )
 
     async def event(
         self,
