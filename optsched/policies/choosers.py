@@ -70,8 +70,15 @@ class ScoredChooser:
 
     name = "scored"
 
-    def __init__(self, tie_seed: int | None = None) -> None:
+    def __init__(self, tie_seed: int | None = None, *, quantized: bool = False) -> None:
         self._rng = random.Random(tie_seed) if tie_seed is not None else None
+        self.quantized = quantized
+        """Score as the FGD authors' kube-scheduler does: whole numbers, so close nodes tie."""
+
+    @staticmethod
+    def kube_score(score: float) -> float:
+        """A kube-scheduler score out of 100, truncated to a whole number (higher is better), as a cost."""
+        return -float(int(score))
 
     def score(self, node: NodeState, req: PodRequest) -> tuple[float, list[int]] | None:
         """Score and GPU indices of placing ``req`` on ``node``, or None if it does not fit."""
@@ -144,10 +151,6 @@ class BestFit(ScoredChooser):
 
     name = "bestfit"
 
-    def __init__(self, tie_seed: int | None = None, *, quantized: bool = False) -> None:
-        super().__init__(tie_seed)
-        self.quantized = quantized
-
     def score(self, node: NodeState, req: PodRequest) -> tuple[float, list[int]] | None:
         gpus = node.choose_gpus(req)
         if gpus is None:
@@ -156,8 +159,7 @@ class BestFit(ScoredChooser):
         gpu_left = node.free_gpu_milli - req.gpu_milli_total
         value = 0.5 * cpu_left / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU
         if self.quantized:
-            # The authors' kube-scheduler score: int(100 * (1 - value)), higher is better.
-            return -float(int(100.0 * (1.0 - value))), gpus
+            return self.kube_score(100.0 * (1.0 - value)), gpus
         return value, gpus
 
 
@@ -210,10 +212,6 @@ class DotProd(ScoredChooser):
 
     name = "dotprod"
 
-    def __init__(self, tie_seed: int | None = None, *, quantized: bool = False) -> None:
-        super().__init__(tie_seed)
-        self.quantized = quantized
-
     def score(self, node: NodeState, req: PodRequest) -> tuple[float, list[int]] | None:
         gpus = node.choose_gpus(req)
         if gpus is None:
@@ -222,7 +220,7 @@ class DotProd(ScoredChooser):
         gpu = (node.free_gpu_milli / MAX_SPEC_GPU) * (req.gpu_milli_total / MAX_SPEC_GPU)
         value = (cpu + gpu) / 2
         if self.quantized:
-            return -float(int(100.0 * (1.0 - value))), gpus
+            return self.kube_score(100.0 * (1.0 - value)), gpus
         return value, gpus
 
 
@@ -257,15 +255,14 @@ class FGD(ScoredChooser):
     def __init__(
         self, shapes: Sequence[Shape], tie_seed: int | None = None, *, quantized: bool = False
     ) -> None:
-        super().__init__(tie_seed)
+        super().__init__(tie_seed, quantized=quantized)
         self.meter = FragMeter(shapes)
-        self.quantized = quantized
 
     def _value(self, delta: float) -> float:
         if not self.quantized:
             return round(delta, 9)
-        # The authors' kube-scheduler score: int(100 * sigmoid(-increase in GPUs)), higher is better.
-        return -float(int(100.0 / (1.0 + math.exp(delta))))
+        # The authors' score is 100 * sigmoid(-increase of fragmentation in GPUs).
+        return self.kube_score(100.0 / (1.0 + math.exp(delta)))
 
     def score(self, node: NodeState, req: PodRequest) -> tuple[float, list[int]] | None:
         before = self.meter.node(node)
