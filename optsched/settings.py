@@ -86,6 +86,13 @@ class Settings(_Strict):
     It starts once the model is built: the greedy BestFit hint, model building
     and plan assembly come on top and are timed in the plan's solver log.
     """
+    deterministic_time: bool = False
+    """Count ``time_limit_s`` in CP-SAT's deterministic time instead of wall-clock seconds.
+
+    With ``workers=1`` the same snapshot then gives the same plan however
+    loaded the machine is (benchmarks use it); the wall-clock time of a plan
+    varies instead, capped at a few times the budget.
+    """
     workers: int = Field(default=0, ge=0)
     """CP-SAT search workers; 0 uses every core. Tests use 1 for determinism."""
     random_seed: int = 0

@@ -31,6 +31,7 @@ from ortools.sat.python import cp_model
 from optsched.fragmentation import Shape, products_of, request_key
 from optsched.model import PodRequest
 from optsched.policies.choosers import FGD
+from optsched.solver.clock import SearchClock
 from optsched.state import NodeState
 
 CANDIDATES_PER_TASK = 12
@@ -186,7 +187,8 @@ class BatchPlacer:
         opened_cost = weight * sum(all_opened)
         model.maximize(placed * weight * (len(all_opened) + 1) - opened_cost - cost)
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = self.time_limit_s
+        # The budget is CP-SAT's deterministic time, so a replay repeats exactly whatever the load.
+        SearchClock(deterministic=True).limit(solver, self.time_limit_s)
         solver.parameters.num_workers = self.workers
         solver.parameters.random_seed = self.seed
         status = solver.solve(model)

@@ -106,7 +106,7 @@ def _add_trace(sub: Any) -> None:
         "--batch-time-limit",
         type=float,
         default=1.0,
-        help="optimizer time limit per batch, seconds; default 1",
+        help="CP-SAT budget per batch in deterministic seconds (repeatable whatever the load); default 1",
     )
     p.add_argument(
         "--ratio", type=float, default=1.3, help="inflate demand to this share of capacity; default 1.3"
@@ -193,7 +193,7 @@ def resolve_trace_dir(given: Path | None) -> Path:
 def run_trace_command(args: argparse.Namespace) -> int:
     from optsched.bench.expected import FRAGMENTATION_FILE, OUR_TWIN, default_expected_dir, load_expected
     from optsched.bench.plots import plot_unallocated
-    from optsched.bench.report import headline_table, spread_check, workloads_table
+    from optsched.bench.report import headline_table, idle_table, spread_check, workloads_table
     from optsched.bench.results import StoredRun, save_runs, stored
     from optsched.bench.trace import run_policy_seeds
     from optsched.bench.trace_data import WORKLOADS
@@ -251,6 +251,10 @@ def run_trace_command(args: argparse.Namespace) -> int:
     for workload in workloads:
         print(f"\n## {workload}: unallocated GPU % (mean ± sd over seeds)\n")
         print(headline_table(workload, [r for r in shown if r.workload == workload], expected))
+        idle = idle_table(workload, [r for r in shown if r.workload == workload])
+        if idle:
+            print(f"\n### {workload}: idle GPUs at the end ({args.ratio:.0%} arrival), mean over seeds\n")
+            print(idle)
         if expected is not None:
             print(f"\n### {workload}: our re-implementations inside the authors' seed range?\n")
             print(spread_check(workload, [r for r in shown if r.workload == workload], expected))

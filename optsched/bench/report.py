@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
 
 from optsched.bench.expected import AUTHOR_POLICIES, OUR_TWIN, Expected, at, mean_sd
 from optsched.bench.results import StoredRun, group, latency_summary, series_by_seed
+from optsched.bench.trace import SLIVER_EDGES
 
 HEADLINE_POINTS = (90, 95, 100)
 
@@ -104,6 +107,29 @@ def workloads_table(runs: list[StoredRun], expected: Expected | None, k: int = 1
             cells.append(f"{mean_sd(values)[0]:.2f}" if values else "-")
         lines.append(_row(cells))
     return "\n".join(lines)
+
+
+def idle_table(workload: str, runs: list[StoredRun]) -> str:
+    """What the idle GPUs are made of at the end of the replay (130% arrival), mean over seeds."""
+    edges = [f"{e / 1000:g}" for e in SLIVER_EDGES]
+    classes = [
+        f"< {edges[0]}",
+        *[f"{a}-{b}" for a, b in itertools.pairwise(edges)],
+        f">= {edges[-1]}",
+    ]
+    head = ["policy", "seeds", "idle GPUs", "in whole free GPUs", *[f"slivers {c} GPU" for c in classes]]
+    lines = [_row(head), _row(["---"] * len(head))]
+    for (wl, _policy, _batch), group_runs in sorted(group(runs).items()):
+        known = [r for r in group_runs if r.idle_whole_gpus is not None and r.idle_sliver_gpus]
+        if wl != workload or not known:
+            continue
+        whole = statistics.fmean(r.idle_whole_gpus or 0.0 for r in known)
+        slivers = [
+            statistics.fmean((r.idle_sliver_gpus or [])[i] for r in known) for i in range(len(classes))
+        ]
+        cells = [f"{whole + sum(slivers):.1f}", f"{whole:.1f}", *[f"{v:.1f}" for v in slivers]]
+        lines.append(_row([f"**{known[0].label}**", str(len(known)), *cells]))
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def _row(cells: list[str]) -> str:

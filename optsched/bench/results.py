@@ -40,6 +40,10 @@ class StoredRun:
     latency_max_ms: float
     decisions: int
     wall_s: float
+    idle_whole_gpus: float | None = None
+    """Idle capacity at the end in wholly free GPUs (None in results stored before it was recorded)."""
+    idle_sliver_gpus: list[float] | None = None
+    """Idle capacity at the end in partly used GPUs, by sliver size (see ``trace.SLIVER_EDGES``)."""
 
     @property
     def key(self) -> tuple[str, str, int, int]:
@@ -79,6 +83,8 @@ def stored(run: SeedRun) -> StoredRun:
         latency_max_ms=round(1e3 * max(latencies, default=0.0), 4),
         decisions=len(latencies),
         wall_s=round(run.wall_s, 2),
+        idle_whole_gpus=round(run.idle_whole_gpus, 3),
+        idle_sliver_gpus=[round(v, 3) for v in run.idle_sliver_gpus],
     )
 
 

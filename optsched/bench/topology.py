@@ -214,7 +214,8 @@ def simulate(
     from optsched.policies.registry import run_policy
     from optsched.validate import check_plan
 
-    settings = Settings(time_limit_s=time_limit_s, workers=1, random_seed=seed)
+    # Deterministic time: a policy's run is repeatable, so differences between policies are theirs.
+    settings = Settings(time_limit_s=time_limit_s, workers=1, random_seed=seed, deterministic_time=True)
     node_by_name = {n.name: n for n in nodes}
     capacity = sum(n.gpu_count for n in nodes)
     result = PolicyResult(policy=policy, seed=seed, busy_cycles=(jobs[-1].arrival + 1) if jobs else 0)

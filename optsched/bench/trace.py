@@ -40,6 +40,9 @@ from optsched.state import NodeState
 MAX_PERCENT = 130
 """Arrival is recorded from 0 to this percentage of GPU capacity."""
 
+SLIVER_EDGES = (100, 200, 500)
+"""Milli-GPU edges of the sliver classes in the end-of-replay idle breakdown (<0.1, <0.2, <0.5, rest)."""
+
 
 @dataclass
 class Placement:
@@ -69,6 +72,10 @@ class SeedRun:
     latencies_s: list[float] = field(default_factory=list)
     wall_s: float = 0.0
     placements: list[Placement] = field(default_factory=list)
+    idle_whole_gpus: float = 0.0
+    """At the end of the replay: idle GPU capacity in GPUs nothing uses."""
+    idle_sliver_gpus: list[float] = field(default_factory=list)
+    """At the end: idle capacity left in partly used GPUs, by the size of what is left (``SLIVER_EDGES``)."""
 
     def unallocated_pct(self, k: int) -> float | None:
         value = self.allocated_pct[k]
@@ -284,10 +291,32 @@ def replay(
         if progress is not None:
             progress.update(position)
     run.wall_s = time.perf_counter() - started
+    run.idle_whole_gpus, run.idle_sliver_gpus = idle_breakdown(states)
     run.allocated_pct = bins.means(0)
     run.fragmentation_pct = bins.means(1)
     run.frag_rate_pct = bins.means(2)
     return run
+
+
+def idle_breakdown(states: Sequence[NodeState]) -> tuple[float, list[float]]:
+    """Idle healthy GPU capacity, in GPUs: wholly free GPUs, and the rest of partly used ones by size.
+
+    Where demand outgrows the cluster, this says what the last idle capacity
+    is made of: whole GPUs that waiting tasks could not use (their node ran out
+    of CPU or memory, or the model did not match), or slivers beside GPU
+    shares, which only a smaller share can fill.
+    """
+    whole = 0
+    slivers = [0] * (len(SLIVER_EDGES) + 1)
+    for node in states:
+        for gpu, free in enumerate(node.gpu_milli):
+            if not node.healthy[gpu] or free <= 0:
+                continue
+            if free >= FULL_GPU_MILLI:
+                whole += free
+            else:
+                slivers[sum(1 for edge in SLIVER_EDGES if free >= edge)] += free
+    return whole / FULL_GPU_MILLI, [milli / FULL_GPU_MILLI for milli in slivers]
 
 
 def default_trace_dir() -> Path:

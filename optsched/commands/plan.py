@@ -84,6 +84,12 @@ def register(subparsers: Any) -> None:
         help="run every policy on the same snapshot and print them side by side",
     )
     parser.add_argument("--seed", type=int, metavar="N", help="solver random seed")
+    parser.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="count --time-limit in CP-SAT's deterministic time with one search worker: the same "
+        "snapshot gives the same plan on every run, however loaded the machine",
+    )
     parser.set_defaults(func=run)
 
 
@@ -95,6 +101,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         values["time_limit_s"] = args.time_limit
     if args.seed is not None:
         values["random_seed"] = args.seed
+    if getattr(args, "deterministic", False):
+        values.update(deterministic_time=True, workers=1)
     return Settings(**values)
 
 

@@ -21,6 +21,7 @@ from ortools.sat.python import cp_model
 from optsched.model import Node, PodRequest, PodSet, ResourceFlavor, Snapshot, Workload
 from optsched.plan import Plan
 from optsched.settings import Settings
+from optsched.solver.clock import SearchClock
 from optsched.state import ClusterState, NodeState
 from optsched.topology.domains import domain_of
 
@@ -153,6 +154,8 @@ class SolverContext:
     """Admitted workload indices once the admission stages are solved (None: all are open)."""
     island_nodes: set[int] = field(default_factory=set)
     """Nodes whose NVLink island counts are already modelled."""
+    clock: SearchClock = field(default_factory=SearchClock)
+    """The unit of the search budget (wall-clock seconds unless the settings ask for deterministic time)."""
     _domains: dict[tuple[int, tuple[str, ...], str], tuple[str, ...] | None] = field(default_factory=dict)
 
     @property

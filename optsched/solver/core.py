@@ -35,8 +35,9 @@ from optsched.policies.choosers import BestFit
 from optsched.policies.greedy import greedy_placement
 from optsched.settings import Settings
 from optsched.solver.assign import build_placement
-from optsched.solver.context import HintView, ObjectiveTerm, SolverContext
-from optsched.solver.hints import derive_and_hint, hint_greedy, known_optima
+from optsched.solver.clock import SearchClock
+from optsched.solver.context import ObjectiveTerm, SolverContext
+from optsched.solver.hints import hint_greedy, known_optima, quality_start
 from optsched.solver.modules import Module, default_modules
 from optsched.solver.modules.admission import ADMISSION_RANK
 from optsched.solver.report import admitted_vector, capacity_bounds, gpus_admitted, lex_less, report
@@ -67,6 +68,7 @@ def solve(
     ctx = SolverContext(
         snapshot, settings, ClusterState.from_snapshot(snapshot), previous, cp_model.CpModel()
     )
+    ctx.clock = SearchClock(settings.deterministic_time)
     choose_window(ctx, greedy)
     chosen = list(modules) if modules is not None else default_modules()
     terms: list[ObjectiveTerm] = []
@@ -77,10 +79,11 @@ def solve(
     known_optima(ctx, greedy)
     build_seconds = time.perf_counter() - started - greedy_seconds
     share = settings.admission_share if _quality_wanted(settings, previous) else 1.0
-    now = time.perf_counter()
+    clock = ctx.clock
+    now = clock.now()
     admission_terms = [t for t in terms if t.rank[0] == ADMISSION_RANK]
     outcome = solve_stages(ctx, admission_terms, now + settings.time_limit_s * share)
-    searched = time.perf_counter() - now
+    searched = clock.now() - now
     provisional = outcome.solution is None and not outcome.failure and bool(outcome.results)
     if provisional:
         # The greedy plan admits the whole window, which no plan can beat: start from it.
@@ -100,11 +103,11 @@ def solve(
     for module in chosen:
         if module.phase != "admission":
             quality_terms.extend(module.apply(ctx))
-    derive_and_hint(ctx, HintView(dict(enumerate(admitted_solution)), {}))
+    start = quality_start(ctx, quality_terms, admitted_solution, greedy, hint)
     quality_seconds = time.perf_counter() - quality_started
     # The search budget excludes model building: the quality stages get what admission left.
-    deadline = time.perf_counter() + max(0.0, settings.time_limit_s - searched)
-    later = solve_stages(ctx, quality_terms, deadline, solution=admitted_solution)
+    deadline = clock.now() + max(0.0, settings.time_limit_s - searched)
+    later = solve_stages(ctx, quality_terms, deadline, solution=start)
     solved_quality = len(later.results) > 0
     later.results[:0] = outcome.results
     outcome = later

@@ -9,12 +9,18 @@ from them (``SolverContext.derive``), and those rules fill in the rest.
 from __future__ import annotations
 
 from optsched.assignment import Placement
-from optsched.solver.context import HintView, SolverContext, WorkloadEntry
+from optsched.solver.context import HintView, ObjectiveTerm, SolverContext, WorkloadEntry
 from optsched.solver.modules.admission import pod_value, stage_name
+from optsched.solver.stages import stage_values
 
 
 def hint_greedy(ctx: SolverContext, greedy: Placement) -> dict[int, int]:
     """Hint the complete greedy solution: CP-SAT starts from a plan at least as good as BestFit."""
+    return derive_and_hint(ctx, greedy_view(ctx, greedy))
+
+
+def greedy_view(ctx: SolverContext, greedy: Placement) -> HintView:
+    """The greedy placement as model values: admissions, pod counts per node and GPU indices."""
     index = {node.name: i for i, node in enumerate(ctx.snapshot.nodes)}
     values: dict[int, int] = {}
     gpus: dict[tuple[int, int], list[tuple[int, ...]]] = {}
@@ -30,20 +36,58 @@ def hint_greedy(ctx: SolverContext, greedy: Placement) -> dict[int, int]:
                     gpus.setdefault((ps.index, n), []).append(tuple(pod.gpus or ()))
             for pos, n in enumerate(ps.nodes):
                 values[ps.y[pos].index] = counts.get(n, 0)
-    return derive_and_hint(ctx, HintView(values, gpus))
+    return HintView(values, gpus)
 
 
 def derive_and_hint(ctx: SolverContext, view: HintView) -> dict[int, int]:
     """Complete ``view`` with every registered auxiliary rule and make it the model's hint."""
+    values = complete(ctx, view)
+    ctx.hint_rules.clear()
+    apply_hint(ctx, values)
+    return values
+
+
+def complete(ctx: SolverContext, view: HintView) -> dict[int, int]:
+    """``view``'s values plus every registered auxiliary rule's (the rules stay registered)."""
     for var, rule in ctx.hint_rules:
         view.values[var.index] = rule(view)
-    ctx.hint_rules.clear()
+    return view.values
+
+
+def apply_hint(ctx: SolverContext, values: dict[int, int]) -> None:
+    """Make ``values`` the model's whole hint."""
     ctx.model.clear_hints()  # type: ignore[no-untyped-call]
     hint = ctx.model.proto.solution_hint
-    items = sorted(view.values.items())
+    items = sorted(values.items())
     hint.vars.extend(i for i, _ in items)
     hint.values.extend(v for _, v in items)
-    return view.values
+
+
+def quality_start(
+    ctx: SolverContext,
+    terms: list[ObjectiveTerm],
+    admitted: list[int],
+    greedy: Placement,
+    greedy_hint: dict[int, int],
+) -> list[int]:
+    """The better start for the quality stages: the admission solution or the greedy placement.
+
+    The admission solve ends wherever its search stopped, with pods placed for
+    admission only; when the greedy plan admits exactly the same workloads its
+    placement is a valid start too, and often a much tidier one (BestFit packs
+    and keeps gangs together). Each is completed with the quality modules' rules
+    and the one with the lower stage costs, stage by stage, becomes the hint and
+    the fallback solution, so the quality stages never end worse than BestFit.
+    """
+    size = len(ctx.model.proto.variables)
+    starts = [complete(ctx, HintView(dict(enumerate(admitted)), {}))]
+    if all(greedy_hint.get(e.admit.index, 0) == int(ctx.is_active(e)) for e in ctx.workloads):
+        view = greedy_view(ctx, greedy)
+        starts.append(complete(ctx, HintView({**greedy_hint, **view.values}, view.gpus)))
+    best = min(starts, key=lambda values: stage_values(terms, values))
+    ctx.hint_rules.clear()
+    apply_hint(ctx, best)
+    return [best.get(i, 0) for i in range(size)]
 
 
 def known_optima(ctx: SolverContext, greedy: Placement) -> None:

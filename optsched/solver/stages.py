@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from itertools import groupby
 
-from ortools.sat.python import cp_model
+from ortools.sat.python import cp_model, cp_model_helper
 
 from optsched.solver.context import ObjectiveTerm, SolverContext
 from optsched.solver.modules.admission import ADMISSION_RANK
@@ -71,7 +71,7 @@ def _stages(terms: list[ObjectiveTerm]) -> list[_Stage]:
 def solve_stages(
     ctx: SolverContext, terms: list[ObjectiveTerm], deadline: float, solution: list[int] | None = None
 ) -> StagesOutcome:
-    """Run every stage before ``deadline`` (a ``time.perf_counter`` value).
+    """Run every stage before ``deadline`` (a reading of ``ctx.clock``).
 
     ``solution`` is the assignment an earlier call ended with (kept when no
     stage here finds one); without it, a model with no stage still gets one
@@ -85,7 +85,8 @@ def solve_stages(
         if solution is not None:
             return outcome
         stages = [_Stage("feasible", (ADMISSION_RANK, 0), 0, True, 1.0)]
-    budget = max(deadline - time.perf_counter(), MIN_STAGE_SECONDS * len(stages))
+    clock = ctx.clock
+    budget = max(deadline - clock.now(), MIN_STAGE_SECONDS * len(stages))
     # The first stage decides the most and has no full hint yet: it gets the largest share.
     weights = [4.0 if i == 0 else 2.0 if s.rank[0] == ADMISSION_RANK else 1.0 for i, s in enumerate(stages)]
     shares = [budget * w / sum(weights) for w in weights]
@@ -105,10 +106,11 @@ def solve_stages(
             )
             carry += shares[index]
             continue
-        left = deadline - time.perf_counter()
+        left = deadline - clock.now()
         later = sum(shares[index + 1 :])
         allowed = max(MIN_STAGE_SECONDS, min(shares[index] + carry, left - later * 0.25))
         started = time.perf_counter()
+        counted_from = clock.now()
         model.clear_objective()  # type: ignore[no-untyped-call]
         if stage.maximize:
             model.maximize(stage.expr)
@@ -116,7 +118,7 @@ def solve_stages(
             model.minimize(stage.expr)
         solver = cp_model.CpSolver()
         params = solver.parameters
-        params.max_time_in_seconds = allowed
+        clock.limit(solver, allowed)
         params.num_workers = settings.workers or (os.cpu_count() or 1)
         params.random_seed = settings.random_seed
         params.log_search_progress = settings.log_search
@@ -129,8 +131,9 @@ def solve_stages(
             # large model presolve alone can take their whole share, so they search directly.
             params.cp_model_presolve = False
         status = solver.solve(model)
+        clock.charge(solver)
         seconds = time.perf_counter() - started
-        carry = max(0.0, shares[index] + carry - seconds)
+        carry = max(0.0, shares[index] + carry - (clock.now() - counted_from))
         if status not in GOOD:
             name = solver.status_name(status)
             if outcome.solution is None:
@@ -163,6 +166,19 @@ def solve_stages(
             model.add(stage.expr <= best + slack)
         set_hint(model, outcome.solution)
     return outcome
+
+
+def stage_values(terms: list[ObjectiveTerm], values: dict[int, int]) -> tuple[int, ...]:
+    """The stages' objectives under a complete assignment, each as a cost (lower is better)."""
+    out = []
+    for stage in _stages(terms):
+        if not isinstance(stage.expr, cp_model.LinearExpr):
+            continue
+        flat = cp_model_helper.FlatIntExpr(stage.expr)
+        pairs = zip(flat.vars, flat.coeffs, strict=True)
+        value = flat.offset + sum(c * values.get(v.index, 0) for v, c in pairs)
+        out.append(-value if stage.maximize else value)
+    return tuple(out)
 
 
 def set_hint(model: cp_model.CpModel, values: list[int]) -> None:

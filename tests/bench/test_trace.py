@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from optsched.bench.batch import BatchPlacer
-from optsched.bench.trace import SeedRun, inflate, replay, run_policy_seeds, trace_shapes
+from optsched.bench.trace import SeedRun, idle_breakdown, inflate, replay, run_policy_seeds, trace_shapes
 from optsched.bench.trace_data import TracePod, load_nodes, load_pods
 from optsched.fragmentation import products_of
 from optsched.model import FULL_GPU_MILLI
@@ -111,3 +111,26 @@ def test_metrics_add_up(trace_dir: Path) -> None:
     assert seen > 100
     assert run.allocated_pct[130] is not None and run.allocated_pct[130] > 50.0
     assert len(run.latencies_s) == run.arrived_pods
+    # The end-of-replay idle breakdown accounts for every idle GPU (the 130% bin averages its last records).
+    idle = run.idle_whole_gpus + sum(run.idle_sliver_gpus)
+    assert len(run.idle_sliver_gpus) == 4 and min(run.idle_sliver_gpus) >= 0.0
+    assert 100.0 * idle / run.capacity_gpus == pytest.approx(100.0 - run.allocated_pct[130], abs=0.5)
+
+
+def test_idle_breakdown_sorts_free_capacity_into_whole_gpus_and_slivers() -> None:
+    node = NodeState(
+        name="n",
+        product="T4",
+        cpu=8_000,
+        mem=8_192,
+        pods=10,
+        gpu_milli=[1000, 190, 40, 600, 0, 1000],
+        gpu_mem=[0] * 6,
+        gpu_mem_total=0,
+        islands=[(i,) for i in range(6)],
+        healthy=[True, True, True, True, True, False],
+    )
+    whole, slivers = idle_breakdown([node])
+    # The broken GPU's capacity is not idle capacity; the used-up GPU has none left.
+    assert whole == 1.0
+    assert slivers == [0.04, 0.19, 0.0, 0.6]

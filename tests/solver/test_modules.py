@@ -174,6 +174,18 @@ def test_a_pod_too_big_for_a_boxs_islands_goes_where_one_island_holds_it() -> No
         assert nodes_of(plan_for(snap), "four") == ["h1"]
 
 
+def test_a_gang_keeps_its_rack_rather_than_chasing_nvswitch_boards() -> None:
+    # The A100 boxes of rack r1 hold the whole gang; the NVSwitch boards are one per rack elsewhere.
+    nodes = [
+        node("a1", product=A100, islands=PAIRS, gpu_mem=40_960, rack="r1"),
+        node("a2", product=A100, islands=PAIRS, gpu_mem=40_960, rack="r1"),
+        node("h1", rack="r2"),
+        node("h2", rack="r3"),
+    ]
+    snap = snapshot(nodes, [workload("gang", pods(2, 8, preferred_topology=RACK))])
+    assert sorted(nodes_of(plan_for(snap), "gang")) == ["a1", "a2"]
+
+
 # -- inter-node topology --------------------------------------------------------------------------
 
 

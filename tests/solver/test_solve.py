@@ -107,5 +107,5 @@ def test_each_stage_is_solved_once_in_lexicographic_order() -> None:
     queue = [workload("strict", pods(1, 2, nvlink_required=True)), workload("gang", pods(2, 4))]
     plan = plan_for(snapshot(nodes, queue))
     stages = [line.split()[1].rstrip(":") for line in plan.solver_log if line.startswith("stage ")]
-    assert stages == ["priority:0", "topology", "packing"]
-    assert list(plan.objective) == ["priority:0", "topology", "packing", "gpus"]
+    assert stages == ["priority:0", "topology", "packing", "nvlink-fit"]
+    assert list(plan.objective) == ["priority:0", "topology", "packing", "nvlink-fit", "gpus"]

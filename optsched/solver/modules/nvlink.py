@@ -14,8 +14,8 @@ On a node with index-unknown usage nobody knows which islands are free, so
 every multi-GPU pod there counts as spanning (and ``nvlink: required`` PodSets
 are not offered such nodes at all). A pod bigger than every island of its
 node (a 4-GPU pod on an A100 PCIe box of NVLink pairs, or on a box without
-NVLink) always spans, and costs the same, so the quality stage sends it to a
-node whose island can hold it when one is free.
+NVLink) always spans there; its own stage, after packing, sends it to a node
+whose island can hold it when that packs as well.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ from ortools.sat.python import cp_model
 from optsched.solver.context import HintRule, HintView, ObjectiveTerm, PodSetEntry, SolverContext
 
 TOPOLOGY_RANK = (1, 0)
+NVLINK_FIT_RANK = (2, 1)
+"""After packing: a pod too big for every island of a node is sent to a box whose island holds it
+only where that costs no packing. Ranked with the avoidable splits it would pull multi-GPU pods
+onto NVSwitch boards at any price, splitting gangs over racks and stranding those boards' GPUs
+for the 8-GPU pods that need them."""
 
 
 class NvlinkIslands:
@@ -98,12 +103,18 @@ class NvlinkIslands:
                         cp_model.LinearExpr.weighted_sum([z for _, z in terms], [g for g, _ in terms])
                         <= island_free[i]
                     )
-        if soft and self.phase == "quality":
-            self._too_big_for_any_island(ctx, penalty_vars, penalty_coefs)
-        if not soft or not penalty_vars or weight == 0:
-            return []
-        expr = cp_model.LinearExpr.weighted_sum(penalty_vars, [c * weight for c in penalty_coefs])
-        return [ObjectiveTerm("topology", TOPOLOGY_RANK, expr)]
+        objective: list[ObjectiveTerm] = []
+        if soft and weight and penalty_vars:
+            expr = cp_model.LinearExpr.weighted_sum(penalty_vars, [c * weight for c in penalty_coefs])
+            objective.append(ObjectiveTerm("topology", TOPOLOGY_RANK, expr))
+        if soft and weight and self.phase == "quality":
+            big_vars: list[cp_model.LinearExprT] = []
+            big_coefs: list[int] = []
+            self._too_big_for_any_island(ctx, big_vars, big_coefs)
+            if big_vars:
+                expr = cp_model.LinearExpr.weighted_sum(big_vars, big_coefs)
+                objective.append(ObjectiveTerm("nvlink-fit", NVLINK_FIT_RANK, expr))
+        return objective
 
     @staticmethod
     def _too_big_for_any_island(
