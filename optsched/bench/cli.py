@@ -147,7 +147,10 @@ def _add_topology(sub: Any) -> None:
         help="offered GPU load relative to capacity; default 1.1 (a queue forms)",
     )
     p.add_argument(
-        "--time-limit", type=float, default=2.0, help="optimizer time limit per cycle, s; default 2"
+        "--time-limit",
+        type=float,
+        default=2.0,
+        help="optimizer search budget per cycle in CP-SAT deterministic seconds (repeatable); default 2",
     )
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder; default bench-results/")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
