@@ -19,6 +19,15 @@ decreasing, which sorts all shares that have arrived, i.e. knows the future
 the replay hides, and is a packing one could actually reach with that
 knowledge.
 
+A second figure bounds the end of the replay, where demand exceeds capacity
+and a rule may leave work out: shares above half a GPU never share a GPU with
+each other, and what they leave beside them only smaller shares can fill
+(whole-GPU tasks need whole GPUs; there are no departures). So for any rule
+that places every share of at least ``T`` milli arriving before 100% arrival,
+the GPUs holding those shares stay idle by at least their remainders minus all
+the milli of the shares small enough to fill them that ever arrive; the best
+``T`` gives a ceiling on the allocated GPU % at the end.
+
 Run: ``python -m optsched.bench.batch_floor --seeds 42-51``.
 """
 
@@ -39,6 +48,7 @@ from optsched.bench.trace import default_trace_dir, inflate
 from optsched.bench.trace_data import TracePod, load_nodes, load_pods
 from optsched.errors import InputError
 from optsched.model import FULL_GPU_MILLI
+from optsched.state import NodeState
 
 
 def share_milli(pod: TracePod) -> int | None:
@@ -123,6 +133,48 @@ def floor_at(arrivals: Sequence[TracePod], capacity_milli: int, percent: int, *,
     return SeedFloor(seed, percent, chosen[-1][2], lower_pct, packed_pct)
 
 
+@dataclass(frozen=True)
+class EndCeiling:
+    """Most GPUs a rule can have allocated at the end if it places every big share arriving early."""
+
+    seed: int
+    threshold_milli: int
+    """``T``: the rule places every share of at least this size that arrives before ``placed_by`` %."""
+    big_shares: int
+    idle_floor_pct: float
+    """Idle GPU capacity at the end, at least, as % of all GPUs."""
+
+    @property
+    def allocated_ceiling_pct(self) -> float:
+        return 100.0 - self.idle_floor_pct
+
+
+def end_ceiling(
+    arrivals: Sequence[TracePod], capacity_milli: int, *, placed_by: int = 100, seed: int = 0
+) -> EndCeiling:
+    """The bound of the module docstring, for the threshold that makes it largest."""
+    early: Counter[int] = Counter()
+    every: Counter[int] = Counter()
+    arrived = 0
+    for pod in arrivals:
+        arrived += pod.request.gpu_milli_total
+        share = share_milli(pod)
+        if share is None:
+            continue
+        every[share] += 1
+        if 100.0 * arrived / capacity_milli <= placed_by:
+            early[share] += 1
+    best = EndCeiling(seed, FULL_GPU_MILLI, 0, 0.0)
+    for threshold in sorted(size for size in early if size > FULL_GPU_MILLI // 2):
+        left = sum((FULL_GPU_MILLI - size) * n for size, n in early.items() if size >= threshold)
+        fillers = sum(size * n for size, n in every.items() if size <= FULL_GPU_MILLI - threshold)
+        idle_pct = 100.0 * max(0, left - fillers) / capacity_milli
+        if idle_pct > best.idle_floor_pct:
+            count = sum(n for size, n in early.items() if size >= threshold)
+            best = EndCeiling(seed, threshold, count, idle_pct)
+    return best
+
+
 def trace_floors(
     trace_dir: Path, workload: str, seeds: Sequence[int], *, percent: int = 100, ratio: float = 1.3
 ) -> list[SeedFloor]:
@@ -130,13 +182,34 @@ def trace_floors(
     nodes = load_nodes(trace_dir)
     pods = load_pods(trace_dir, workload)
     capacity = sum(FULL_GPU_MILLI * n.gpu_count for n in nodes)
-    floors = []
+    return [
+        floor_at(arrivals, capacity, percent, seed=seed)
+        for seed, arrivals in _arrivals(pods, nodes, seeds, ratio)
+    ]
+
+
+def trace_ceilings(
+    trace_dir: Path, workload: str, seeds: Sequence[int], *, placed_by: int = 100, ratio: float = 1.3
+) -> list[EndCeiling]:
+    """The end-of-replay ceiling for each seed, with the replay's arrivals."""
+    nodes = load_nodes(trace_dir)
+    pods = load_pods(trace_dir, workload)
+    capacity = sum(FULL_GPU_MILLI * n.gpu_count for n in nodes)
+    return [
+        end_ceiling(arrivals, capacity, placed_by=placed_by, seed=seed)
+        for seed, arrivals in _arrivals(pods, nodes, seeds, ratio)
+    ]
+
+
+def _arrivals(
+    pods: Sequence[TracePod], nodes: Sequence[NodeState], seeds: Sequence[int], ratio: float
+) -> Iterable[tuple[int, list[TracePod]]]:
+    """The replay's arrivals per seed (same seeded shuffle and inflation)."""
+    capacity = sum(FULL_GPU_MILLI * n.gpu_count for n in nodes)
     for seed in seeds:
         rng = random.Random(seed)
         rng.shuffle(list(nodes))  # the replay shuffles the nodes first; keep the generator in step
-        arrivals = inflate(pods, capacity, ratio, rng)
-        floors.append(floor_at(arrivals, capacity, percent, seed=seed))
-    return floors
+        yield seed, inflate(pods, capacity, ratio, rng)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -150,6 +223,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workload", default="default")
     parser.add_argument("--seeds", default="42-51")
     parser.add_argument("--percent", type=int, default=100, help="arrival percentage; default 100")
+    parser.add_argument(
+        "--placed-by",
+        type=int,
+        default=100,
+        help="the end-of-replay ceiling is for rules that place every big share arriving before this "
+        "arrival percentage; default 100",
+    )
     args = parser.parse_args(argv)
     try:
         trace_dir = args.trace_dir or default_trace_dir()
@@ -169,6 +249,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"| mean ± sd | | {statistics.fmean(lo):.2f} ± {statistics.stdev(lo):.2f} "
             f"| {statistics.fmean(bfd):.2f} ± {statistics.stdev(bfd):.2f} |"
         )
+    ceilings = trace_ceilings(trace_dir, args.workload, parse_seeds(args.seeds), placed_by=args.placed_by)
+    print(
+        "\nCeiling on GPUs allocated at the end of the replay for a rule that places every share of at "
+        f"least T milli arriving before {args.placed_by}% arrival\n"
+    )
+    print("| seed | T (milli) | such shares | idle at least, % | allocated at most, % |")
+    print("| --- | --- | --- | --- | --- |")
+    for c in ceilings:
+        print(
+            f"| {c.seed} | {c.threshold_milli} | {c.big_shares} | {c.idle_floor_pct:.2f} "
+            f"| {c.allocated_ceiling_pct:.2f} |"
+        )
+    if len(ceilings) > 1:
+        top = [c.allocated_ceiling_pct for c in ceilings]
+        print(f"| mean ± sd | | | | {statistics.fmean(top):.2f} ± {statistics.stdev(top):.2f} |")
     return 0
 
 

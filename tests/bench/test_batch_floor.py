@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from optsched.bench.batch_floor import (
     best_fit_decreasing_bins,
+    end_ceiling,
     floor_at,
     main,
     min_bins_lower_bound,
@@ -25,6 +26,7 @@ from optsched.errors import InputError
 from optsched.fragmentation import ProductRequest
 from optsched.model import FULL_GPU_MILLI
 from optsched.policies.choosers import make_chooser
+from optsched.state import NodeState
 
 
 def _pod(name: str, gpus: int, milli: int) -> TracePod:
@@ -111,3 +113,48 @@ def test_main_prints_a_table_and_rejects_a_missing_trace(
     assert "| 42 |" in out and "mean ± sd" in out
     assert main(["--trace-dir", str(tmp_path / "missing"), "--seeds", "42"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def _ceiling_case() -> list[TracePod]:
+    """10 GPUs: four 0.8 shares and six whole GPUs (92%), then a 0.1 and a 0.3 share and three whole GPUs."""
+    early = [_pod(f"s{i}", 1, 800) for i in range(4)] + [_pod(f"w{i}", 1, 1000) for i in range(6)]
+    late = [_pod("f1", 1, 100), _pod("f3", 1, 300)] + [_pod(f"x{i}", 1, 1000) for i in range(3)]
+    return early + late
+
+
+def test_end_ceiling_counts_remainders_only_smaller_shares_can_fill() -> None:
+    ceiling = end_ceiling(_ceiling_case(), 10 * FULL_GPU_MILLI, seed=3)
+    # Four remainders of 0.2 GPU; only the 0.1 share is small enough to go into one.
+    assert (ceiling.seed, ceiling.threshold_milli, ceiling.big_shares) == (3, 800, 4)
+    assert ceiling.idle_floor_pct == pytest.approx(7.0)
+    assert ceiling.allocated_ceiling_pct == pytest.approx(93.0)
+    # Shares arriving after the cut-off are not assumed placed: by 10% arrival only the first has come.
+    first = end_ceiling(_ceiling_case(), 10 * FULL_GPU_MILLI, placed_by=10)
+    assert (first.big_shares, first.idle_floor_pct) == (1, pytest.approx(1.0))
+    assert end_ceiling(_ceiling_case(), 10 * FULL_GPU_MILLI, placed_by=5).idle_floor_pct == 0.0
+
+
+def test_a_replay_that_places_the_big_shares_stays_under_the_ceiling() -> None:
+    nodes = [
+        NodeState(
+            name=f"n{i}",
+            product="T4",
+            cpu=64_000,
+            mem=262_144,
+            pods=100,
+            gpu_milli=[1000, 1000],
+            gpu_mem=[0, 0],
+            gpu_mem_total=0,
+            islands=[(0,), (1,)],
+            healthy=[True, True],
+        )
+        for i in range(5)
+    ]
+    arrivals = _ceiling_case()
+    shapes = trace_shapes(arrivals)
+    for policy in ("fgd", "bestfit", "firstfit"):
+        chooser = make_chooser(policy, shapes, authors_scoring=True)
+        run = replay(nodes, arrivals, chooser, shapes, policy=policy, seed=0, workload="case")
+        assert run.placed_pods >= 4  # the four big shares came first and all fit
+        idle_pct = 100.0 * (run.idle_whole_gpus + sum(run.idle_sliver_gpus)) / run.capacity_gpus
+        assert idle_pct >= end_ceiling(arrivals, 10 * FULL_GPU_MILLI).idle_floor_pct - 1e-9
