@@ -162,3 +162,20 @@ def test_python_dash_m_entry_point() -> None:
         [sys.executable, "-m", "optsched", "--version"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and "optsched" in done.stdout
+
+
+def test_deterministic_counts_the_budget_in_solver_work_with_one_worker(run_cli) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    from optsched.commands.plan import settings_from
+
+    settings = settings_from(argparse.Namespace(time_limit=3.0, seed=None, deterministic=True))
+    assert settings.deterministic_time and settings.workers == 1 and settings.time_limit_s == 3.0
+    assert not settings_from(
+        argparse.Namespace(time_limit=None, seed=None, deterministic=False)
+    ).deterministic_time
+    first = run_cli("plan", "--snapshot", str(FIFO_TRAP), "--format", "json", "--deterministic")
+    again = run_cli("plan", "--snapshot", str(FIFO_TRAP), "--format", "json", "--deterministic")
+    assert first.code == again.code == 0
+    assert json.loads(first.out)["summary"]["gpusAdmitted"] == 32
+    assert json.loads(first.out)["workloads"] == json.loads(again.out)["workloads"]
