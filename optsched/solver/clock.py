@@ -16,7 +16,7 @@ import time
 
 from ortools.sat.python import cp_model
 
-WALL_CAP_FACTOR = 10.0
+WALL_CAP_FACTOR = 30.0
 """A solve under a deterministic budget may take this many times the budget in wall-clock seconds."""
 
 
