@@ -48,7 +48,6 @@ from optsched.bench.trace import default_trace_dir, inflate
 from optsched.bench.trace_data import TracePod, load_nodes, load_pods
 from optsched.errors import InputError
 from optsched.model import FULL_GPU_MILLI
-from optsched.state import NodeState
 
 
 def share_milli(pod: TracePod) -> int | None:
@@ -179,12 +178,9 @@ def trace_floors(
     trace_dir: Path, workload: str, seeds: Sequence[int], *, percent: int = 100, ratio: float = 1.3
 ) -> list[SeedFloor]:
     """The floor for each seed, with the replay's arrivals (same seeded shuffle and inflation)."""
-    nodes = load_nodes(trace_dir)
-    pods = load_pods(trace_dir, workload)
-    capacity = sum(FULL_GPU_MILLI * n.gpu_count for n in nodes)
     return [
         floor_at(arrivals, capacity, percent, seed=seed)
-        for seed, arrivals in _arrivals(pods, nodes, seeds, ratio)
+        for seed, arrivals, capacity in _arrivals(trace_dir, workload, seeds, ratio)
     ]
 
 
@@ -192,24 +188,23 @@ def trace_ceilings(
     trace_dir: Path, workload: str, seeds: Sequence[int], *, placed_by: int = 100, ratio: float = 1.3
 ) -> list[EndCeiling]:
     """The end-of-replay ceiling for each seed, with the replay's arrivals."""
-    nodes = load_nodes(trace_dir)
-    pods = load_pods(trace_dir, workload)
-    capacity = sum(FULL_GPU_MILLI * n.gpu_count for n in nodes)
     return [
         end_ceiling(arrivals, capacity, placed_by=placed_by, seed=seed)
-        for seed, arrivals in _arrivals(pods, nodes, seeds, ratio)
+        for seed, arrivals, capacity in _arrivals(trace_dir, workload, seeds, ratio)
     ]
 
 
 def _arrivals(
-    pods: Sequence[TracePod], nodes: Sequence[NodeState], seeds: Sequence[int], ratio: float
-) -> Iterable[tuple[int, list[TracePod]]]:
-    """The replay's arrivals per seed (same seeded shuffle and inflation)."""
+    trace_dir: Path, workload: str, seeds: Sequence[int], ratio: float
+) -> Iterable[tuple[int, list[TracePod], int]]:
+    """The replay's arrivals per seed (same seeded shuffle and inflation), with the GPU capacity in milli."""
+    nodes = load_nodes(trace_dir)
+    pods = load_pods(trace_dir, workload)
     capacity = sum(FULL_GPU_MILLI * n.gpu_count for n in nodes)
     for seed in seeds:
         rng = random.Random(seed)
         rng.shuffle(list(nodes))  # the replay shuffles the nodes first; keep the generator in step
-        yield seed, inflate(pods, capacity, ratio, rng)
+        yield seed, inflate(pods, capacity, ratio, rng), capacity
 
 
 def main(argv: Sequence[str] | None = None) -> int:
