@@ -101,7 +101,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         values["time_limit_s"] = args.time_limit
     if args.seed is not None:
         values["random_seed"] = args.seed
-    if getattr(args, "deterministic", False):
+    if args.deterministic:
         values.update(deterministic_time=True, workers=1)
     return Settings(**values)
 

@@ -154,9 +154,12 @@ class SolverContext:
     """Admitted workload indices once the admission stages are solved (None: all are open)."""
     island_nodes: set[int] = field(default_factory=set)
     """Nodes whose NVLink island counts are already modelled."""
-    clock: SearchClock = field(default_factory=SearchClock)
-    """The unit of the search budget (wall-clock seconds unless the settings ask for deterministic time)."""
+    clock: SearchClock = field(init=False)
+    """The unit of the search budget: wall-clock seconds unless the settings ask for deterministic time."""
     _domains: dict[tuple[int, tuple[str, ...], str], tuple[str, ...] | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.clock = SearchClock(self.settings.deterministic_time)
 
     @property
     def nodes(self) -> list[NodeState]:

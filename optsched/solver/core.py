@@ -35,7 +35,6 @@ from optsched.policies.choosers import BestFit
 from optsched.policies.greedy import greedy_placement
 from optsched.settings import Settings
 from optsched.solver.assign import build_placement
-from optsched.solver.clock import SearchClock
 from optsched.solver.context import ObjectiveTerm, SolverContext
 from optsched.solver.hints import hint_greedy, known_optima, quality_start
 from optsched.solver.modules import Module, default_modules
@@ -68,7 +67,6 @@ def solve(
     ctx = SolverContext(
         snapshot, settings, ClusterState.from_snapshot(snapshot), previous, cp_model.CpModel()
     )
-    ctx.clock = SearchClock(settings.deterministic_time)
     choose_window(ctx, greedy)
     chosen = list(modules) if modules is not None else default_modules()
     terms: list[ObjectiveTerm] = []
