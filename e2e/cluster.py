@@ -56,6 +56,7 @@ from e2e.kube import ApiError, Kube, has_condition, load_yaml_docs, wait_for
 from e2e.nodes import create_nodes
 from e2e.profiles import ProfileError, load_profile
 from e2e.versions import asset_dir, current_binaries, load_resolved
+from optsched.yamlio import dump_yaml
 
 E2E_DIR = Path(__file__).resolve().parent
 STAGES_FILE = E2E_DIR / "stages" / "stages.yaml"
@@ -127,7 +128,7 @@ def write_kubeconfig(path: Path, server: str, certs: pki.PKI) -> None:
         "contexts": [{"name": "optsched-e2e", "context": {"cluster": "optsched-e2e", "user": "admin"}}],
         "current-context": "optsched-e2e",
     }
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    path.write_text(dump_yaml(cfg))
     path.chmod(0o600)
 
 
@@ -269,7 +270,7 @@ def _bring_up(
         for target in (webhook_certs, KUEUE_METRICS_CERTS):
             _install_serving_cert(target, certs)
         cfg_file = sdir / "kueue" / "config.yaml"
-        cfg_file.write_text(yaml.safe_dump(kueue_config(webhook_certs, ports), sort_keys=False))
+        cfg_file.write_text(dump_yaml(kueue_config(webhook_certs, ports)))
         ps.start("kueue", kueue_args(binaries["kueue"], cfg_file), logs / "kueue.log", env=env)
         _healthy(
             ps,

@@ -9,6 +9,7 @@ CRDs work as soon as they are established.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import ssl
 import tempfile
@@ -245,7 +246,9 @@ class Kube:
                     "PATCH",
                     self.obj_path(obj, subresource=subresource),
                     params=params,
-                    content=yaml.safe_dump(obj).encode(),
+                    # JSON is valid apply-patch YAML and carries its types: a plain YAML
+                    # scalar such as 3134e8 would reach the server as a number.
+                    content=json.dumps(obj).encode(),
                     headers={"Content-Type": "application/apply-patch+yaml"},
                 )
             )

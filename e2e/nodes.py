@@ -20,9 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from e2e.profiles import Pool, Profile, load_profile
+from optsched.yamlio import dump_yaml_all
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_TOPOLOGY_ANNOTATION = "optsched.io/gpu-topology"
@@ -141,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = load_profile(args.profile)
     if args.print or not args.kubeconfig:
         try:
-            yaml.safe_dump_all(node_objects(profile), sys.stdout, sort_keys=False)
+            sys.stdout.write(dump_yaml_all(node_objects(profile)))
         except BrokenPipeError:  # `... --print | head`
             sys.stderr.close()
         return 0

@@ -27,9 +27,9 @@ from optsched.kueue.objects import (
     workload_state,
 )
 from optsched.model import DEFAULT_TOPOLOGY_LEVELS, Node, Snapshot
+from optsched.yamlio import dump_yaml
 
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 KUEUE_KINDS = ("Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "AdmissionCheck")
 
@@ -197,4 +197,4 @@ def dump_objects(objects: list[dict[str, Any]], path: str | Path) -> None:
     if target.suffix == ".json":
         target.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     else:
-        target.write_text(yaml.dump(document, Dumper=_DUMPER, sort_keys=False), encoding="utf-8")
+        target.write_text(dump_yaml(document), encoding="utf-8")

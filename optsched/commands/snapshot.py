@@ -12,10 +12,9 @@ import sys
 from collections import Counter
 from typing import Any
 
-import yaml
-
 from optsched.commands.common import add_source_arguments, live_objects, say
 from optsched.errors import InputError
+from optsched.yamlio import dump_yaml
 
 
 def register(subparsers: Any) -> None:
@@ -42,9 +41,7 @@ def run(args: argparse.Namespace) -> int:
     objects = live_objects(kubeconfig, args.namespace)
     counts = Counter(str(o.get("kind")) for o in objects)
     if args.out == "-":
-        sys.stdout.write(
-            yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}, sort_keys=False)
-        )
+        sys.stdout.write(dump_yaml({"apiVersion": "v1", "kind": "List", "items": objects}))
     else:
         try:
             dump_objects(objects, args.out)

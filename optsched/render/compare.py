@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-import yaml
-
 from optsched.plan import Plan
 from optsched.render.text import fmt_gpus, fmt_seconds, format_table
+from optsched.yamlio import dump_yaml
 
 
 @dataclass(frozen=True)
@@ -112,4 +111,4 @@ def render_compare_json(results: list[PolicyResult], *, source: str = "") -> str
 
 
 def render_compare_yaml(results: list[PolicyResult], *, source: str = "") -> str:
-    return yaml.safe_dump(compare_document(results, source=source), sort_keys=False, width=120)
+    return dump_yaml(compare_document(results, source=source))

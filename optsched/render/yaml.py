@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import yaml
-
 from optsched.model import Snapshot
 from optsched.plan import Plan
+from optsched.yamlio import dump_yaml
 
 
 def render_yaml(snapshot: Snapshot, plan: Plan) -> str:
     del snapshot
-    return yaml.safe_dump(plan.to_json_dict(), sort_keys=False, allow_unicode=True, width=120)
+    return dump_yaml(plan.to_json_dict())
