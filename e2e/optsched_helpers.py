@@ -20,7 +20,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e.testing import GPU, KUEUE_API, E2ECluster, Namespace, cluster_queue, local_queue, resource_flavor
+from e2e.testing import (
+    GPU,
+    KUEUE_API,
+    E2ECluster,
+    Namespace,
+    cluster_queue,
+    local_queue,
+    resource_flavor,
+    topology,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PLACEMENT = "optsched.io/placement"
@@ -143,6 +152,62 @@ def optsched_queue(
     ns.cluster.wait_condition(KUEUE_API, "ClusterQueue", cq_name, "Active")
     ns.cluster.wait_condition(KUEUE_API, "LocalQueue", "lq", "Active", namespace=ns.name)
     return flavor, cq_name
+
+
+def tas_queue(ns: Namespace, *, gpus: int, cpu: str, memory: str = "10Ti") -> None:
+    """Kueue's own topology-aware path in ``ns``: a Topology, a GPU flavor bound to it,
+    a ClusterQueue without optsched's check and LocalQueue ``lq``, all Active."""
+    topo, flavor, cq = ns.unique("topo"), ns.unique("tas"), ns.unique("cq")
+    ns.apply(
+        [
+            topology(topo),
+            resource_flavor(flavor, {"nvidia.com/gpu.present": "true"}, topology=topo),
+            cluster_queue(cq, flavor, gpus, cpu=cpu, memory=memory),
+            local_queue("lq", cq),
+        ]
+    )
+    ns.cluster.wait_condition(KUEUE_API, "ClusterQueue", cq, "Active")
+    ns.cluster.wait_condition(KUEUE_API, "LocalQueue", "lq", "Active", namespace=ns.name)
+
+
+def wait_namespace_gone(cluster: E2ECluster, name: str, timeout: float = 180) -> None:
+    """Block until a deleted namespace (and so every pod in it) is gone."""
+    cluster.wait(
+        lambda: cluster.get("v1", "Namespace", name) is None or None,
+        f"namespace {name} gone",
+        timeout=timeout,
+    )
+
+
+def webhook_controller(
+    cluster: E2ECluster, ns: Namespace, *args: str, webhook_on: bool = True
+) -> tuple[ControllerProcess, str]:
+    """An optsched AdmissionCheck, the pod-gate webhook for ``ns`` and a controller serving both.
+
+    The controller is returned unstarted, with the check's name, so a test decides when
+    it runs and can restart it with the same arguments.
+    """
+    check = ns.unique("optsched")
+    name = f"optsched.io/{check}"
+    ns.apply(admission_check(check, name))
+    served = ["--check-name", check, "--controller-name", name, *args]
+    if webhook_on:
+        port = free_port()
+        certs = webhook(ns, port)
+        served += ["--webhook-port", str(port), "--webhook-cert-dir", str(certs)]
+    return ControllerProcess(cluster.kubeconfig, *served), check
+
+
+def wait_check_ready(cluster: E2ECluster, ns: Namespace, workload: str, check: str, what: str) -> None:
+    """Block until ``check`` on the Workload is Ready (optsched admitted it)."""
+    cluster.wait(
+        lambda: (
+            check_state(cluster.get(KUEUE_API, "Workload", workload, ns.name), check).get("state") == "Ready"
+            or None
+        ),
+        what,
+        timeout=90,
+    )
 
 
 def webhook(ns: Namespace, port: int) -> Path:

@@ -24,13 +24,13 @@ from e2e.optsched_helpers import (
     ControllerProcess,
     admission_check,
     check_state,
-    free_port,
     gpus_of,
     optsched_queue,
     pod_gpus,
     record_of,
     run_once,
-    webhook,
+    wait_check_ready,
+    webhook_controller,
 )
 from e2e.testing import (
     GPU_PRODUCT,
@@ -52,15 +52,8 @@ def controller(
     cluster: E2ECluster, ns: Namespace, *extra: str, webhook_on: bool = True
 ) -> Iterator[tuple[ControllerProcess, str]]:
     """An AdmissionCheck of our own, the controller serving it, and a webhook for this namespace."""
-    check = ns.unique("optsched")
-    name = f"optsched.io/{check}"
-    ns.apply(admission_check(check, name))
-    args = ["--check-name", check, "--controller-name", name, *FAST, *extra]
-    if webhook_on:
-        port = free_port()
-        certs = webhook(ns, port)
-        args += ["--webhook-port", str(port), "--webhook-cert-dir", str(certs)]
-    proc = ControllerProcess(cluster.kubeconfig, *args).start()
+    proc, check = webhook_controller(cluster, ns, *FAST, *extra, webhook_on=webhook_on)
+    proc.start()
     try:
         if "--dry-run" not in extra:
             cluster.wait_condition(KUEUE_API, "AdmissionCheck", check, "Active", timeout=60)
@@ -447,17 +440,7 @@ def test_two_replicas_one_leader_and_failover(cluster: E2ECluster, ns: Namespace
         optsched_queue(ns, check)
         first = ns.apply_one(gpu_job("first", "lq", pods=1, gpus_per_pod=2))
         wl = cluster.wait_workload(first)
-        cluster.wait(
-            lambda: (
-                check_state(cluster.get(KUEUE_API, "Workload", wl["metadata"]["name"], ns.name), check).get(
-                    "state"
-                )
-                == "Ready"
-                or None
-            ),
-            "first admitted",
-            timeout=90,
-        )
+        wait_check_ready(cluster, ns, wl["metadata"]["name"], check, "first admitted")
         follower = "b" if leader == "a" else "a"
         assert "admitted" not in replicas[follower].log()
         replicas[leader].kill()
@@ -466,17 +449,7 @@ def test_two_replicas_one_leader_and_failover(cluster: E2ECluster, ns: Namespace
         takeover = time.monotonic() - started
         second = ns.apply_one(gpu_job("second", "lq", pods=1, gpus_per_pod=2))
         wl2 = cluster.wait_workload(second)
-        cluster.wait(
-            lambda: (
-                check_state(cluster.get(KUEUE_API, "Workload", wl2["metadata"]["name"], ns.name), check).get(
-                    "state"
-                )
-                == "Ready"
-                or None
-            ),
-            "second admitted",
-            timeout=90,
-        )
+        wait_check_ready(cluster, ns, wl2["metadata"]["name"], check, "second admitted")
         assert "admitted" in replicas[follower].log()
         print(f"leader election: {leader} led, killed; {follower} took over in {takeover:.1f}s and admitted")
     finally:

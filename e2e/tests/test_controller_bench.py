@@ -26,12 +26,11 @@ from typing import Any
 import pytest
 
 from e2e.optsched_helpers import (
-    ControllerProcess,
-    admission_check,
-    free_port,
     gpus_of,
     optsched_queue,
-    webhook,
+    tas_queue,
+    wait_namespace_gone,
+    webhook_controller,
 )
 from e2e.testing import (
     GPU_PRODUCT,
@@ -39,11 +38,7 @@ from e2e.testing import (
     RACK_LABEL,
     E2ECluster,
     Namespace,
-    cluster_queue,
     gpu_job,
-    local_queue,
-    resource_flavor,
-    topology,
 )
 
 pytestmark = pytest.mark.skipif(
@@ -129,46 +124,16 @@ def peak_rss_mib(pid: int) -> float:
 def test_burst_tas_then_optsched(cluster: E2ECluster, ns: Namespace) -> None:
     tas_ns = Namespace(cluster, "e2e-bench-tas")
     try:
-        topo, flavor, cq = tas_ns.unique("topo"), tas_ns.unique("tas"), tas_ns.unique("cq")
-        tas_ns.apply(
-            [
-                topology(topo),
-                resource_flavor(flavor, {"nvidia.com/gpu.present": "true"}, topology=topo),
-                cluster_queue(cq, flavor, 100000, cpu="1000000", memory="10000Ti"),
-                local_queue("lq", cq),
-            ]
-        )
-        cluster.wait_condition(KUEUE_API, "ClusterQueue", cq, "Active")
-        cluster.wait_condition(KUEUE_API, "LocalQueue", "lq", "Active", namespace=tas_ns.name)
+        tas_queue(tas_ns, gpus=100000, cpu="1000000", memory="10000Ti")
         tas = run_burst(cluster, tas_ns, workloads("kueue.x-k8s.io/podset-required-topology"))
     finally:
         tas_ns.cleanup()
-    cluster.wait(
-        lambda: cluster.get("v1", "Namespace", tas_ns.name) is None or None, "TAS run drained", timeout=600
-    )
+    wait_namespace_gone(cluster, tas_ns.name, timeout=600)
 
-    check = ns.unique("optsched")
-    name = f"optsched.io/{check}"
-    ns.apply(admission_check(check, name))
-    port = free_port()
-    certs = webhook(ns, port)
-    proc = ControllerProcess(
-        cluster.kubeconfig,
-        "--check-name",
-        check,
-        "--controller-name",
-        name,
-        "--interval",
-        "5",
-        "--debounce",
-        "2",
-        "--time-limit",
-        SOLVER_SECONDS,
-        "--webhook-port",
-        str(port),
-        "--webhook-cert-dir",
-        str(certs),
-    ).start()
+    proc, check = webhook_controller(
+        cluster, ns, "--interval", "5", "--debounce", "2", "--time-limit", SOLVER_SECONDS
+    )
+    proc.start()
     try:
         cluster.wait_condition(KUEUE_API, "AdmissionCheck", check, "Active", timeout=120)
         optsched_queue(ns, check, gpus=100000)

@@ -16,23 +16,19 @@ from typing import Any
 
 from e2e.optsched_helpers import (
     ControllerProcess,
-    admission_check,
     gpus_of,
     optsched_queue,
     pod_gpus,
-    webhook,
+    tas_queue,
+    wait_namespace_gone,
+    webhook_controller,
 )
-from e2e.optsched_helpers import free_port as _free_port
 from e2e.testing import (
     KUEUE_API,
     RACK_LABEL,
     E2ECluster,
     Namespace,
-    cluster_queue,
     gpu_job,
-    local_queue,
-    resource_flavor,
-    topology,
 )
 from e2e.tests.test_controller import FAST, islands_of, nodes_by_name
 
@@ -111,52 +107,19 @@ def submit_and_measure(
     return Outcome(gpus, multi, island, sum(gang_racks) / max(1, len(gang_racks)), seconds)
 
 
-def wait_drained(cluster: E2ECluster, namespace: str) -> None:
-    cluster.wait(
-        lambda: cluster.get("v1", "Namespace", namespace) is None or None,
-        f"namespace {namespace} gone",
-        timeout=180,
-    )
-
-
 def test_optsched_admits_at_least_as_much_as_tas_and_places_better(
     cluster: E2ECluster, ns: Namespace
 ) -> None:
     tas_ns = Namespace(cluster, "e2e-sbs-tas")
     try:
-        topo, flavor, cq = tas_ns.unique("topo"), tas_ns.unique("tas"), tas_ns.unique("cq")
-        tas_ns.apply(
-            [
-                topology(topo),
-                resource_flavor(flavor, {"nvidia.com/gpu.present": "true"}, topology=topo),
-                cluster_queue(cq, flavor, 1000, cpu="5000"),
-                local_queue("lq", cq),
-            ]
-        )
-        cluster.wait_condition(KUEUE_API, "ClusterQueue", cq, "Active")
-        cluster.wait_condition(KUEUE_API, "LocalQueue", "lq", "Active", namespace=tas_ns.name)
+        tas_queue(tas_ns, gpus=1000, cpu="5000")
         tas = submit_and_measure(cluster, tas_ns, workload_set(KUEUE_REQUIRED, KUEUE_PREFERRED))
     finally:
         tas_ns.cleanup()
-    wait_drained(cluster, tas_ns.name)
+    wait_namespace_gone(cluster, tas_ns.name)
 
-    check = ns.unique("optsched")
-    name = f"optsched.io/{check}"
-    ns.apply(admission_check(check, name))
-    port = _free_port()
-    certs = webhook(ns, port)
-    proc = ControllerProcess(
-        cluster.kubeconfig,
-        "--check-name",
-        check,
-        "--controller-name",
-        name,
-        *FAST,
-        "--webhook-port",
-        str(port),
-        "--webhook-cert-dir",
-        str(certs),
-    ).start()
+    proc, check = webhook_controller(cluster, ns, *FAST)
+    proc.start()
     try:
         cluster.wait_condition(KUEUE_API, "AdmissionCheck", check, "Active", timeout=60)
         optsched_queue(ns, check, gpus=1000)

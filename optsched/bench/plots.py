@@ -9,6 +9,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from optsched.bench.expected import AUTHOR_POLICIES, OUR_TWIN, Expected
 from optsched.bench.results import StoredRun, group, series_by_seed
@@ -81,11 +83,19 @@ def plot_unallocated(
         label = f"{group_runs[0].label} (optsched)"
         ax.plot(xs, med, linewidth=1.3, linestyle=style, color=color, label=label, alpha=0.9)
         ax.fill_between(xs, lo, hi, color=color, alpha=0.2)
-    ax.set_xlabel("arrived workload (% of cluster GPU capacity)")
+    _finish_axes(ax, f"trace replay: {workload}", "arrived workload (% of cluster GPU capacity)", ylabel)
+    return _save(fig, path)
+
+
+def _finish_axes(ax: Axes, title: str, xlabel: str, ylabel: str) -> None:
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(f"trace replay: {workload}")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+
+
+def _save(fig: Figure, path: Path) -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
@@ -103,11 +113,7 @@ def plot_bars(path: Path, title: str, labels: list[str], values: list[float], yl
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     plt.setp(ax.get_xticklabels(), rotation=15, ha="right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_lines(
@@ -117,13 +123,5 @@ def plot_lines(
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for label, (xs, ys) in series.items():
         ax.plot(xs, ys, linewidth=1.3, label=label, color=COLORS.get(label))
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    _finish_axes(ax, title, xlabel, ylabel)
+    return _save(fig, path)

@@ -64,65 +64,20 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
 
 
 def generate(dns_names: list[str], ip_addresses: tuple[str, ...] = ("127.0.0.1",)) -> TlsMaterial:
-    """A fresh EC P-256 CA and a serving certificate it signs for ``dns_names`` and ``ip_addresses``."""
-    import ipaddress
+    """A fresh CA and a serving certificate it signs for ``dns_names`` and ``ip_addresses``."""
+    from optsched.controller import pki
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "optsched-webhook-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
+    ca_key, ca = pki.build_ca("optsched-webhook-ca", VALIDITY)
+    key, cert = pki.issue(
+        ca_key,
+        ca,
+        dns_names[0] if dns_names else "optsched",
+        VALIDITY,
+        dns_names=dns_names,
+        ip_addresses=ip_addresses,
+        server=True,
     )
-    key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(
-            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0] if dns_names else "optsched")])
-        )
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    pem = serialization.Encoding.PEM
-    return TlsMaterial(
-        ca_pem=ca.public_bytes(pem),
-        cert_pem=cert.public_bytes(pem),
-        key_pem=key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-    )
+    return TlsMaterial(ca_pem=pki.cert_pem(ca), cert_pem=pki.cert_pem(cert), key_pem=pki.key_pem(key))
 
 
 def ca_bundle_patch(config: dict[str, Any], ca_pem: bytes) -> list[dict[str, Any]]:
