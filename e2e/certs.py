@@ -80,11 +80,7 @@ def generate_pki(directory: Path, service_ip: str = "10.0.0.1") -> PKI:
     # Service-account tokens are signed with RSA: every client library verifies RS256.
     sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     sa_key, sa_pub = directory / "sa.key", directory / "sa.pub"
-    sa_key.write_bytes(
-        sa.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
+    sa_key.write_bytes(pki.key_pem(sa))
     sa_key.chmod(0o600)
     sa_pub.write_bytes(
         sa.public_key().public_bytes(

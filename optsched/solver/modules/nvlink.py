@@ -108,19 +108,16 @@ class NvlinkIslands:
             expr = cp_model.LinearExpr.weighted_sum(penalty_vars, [c * weight for c in penalty_coefs])
             objective.append(ObjectiveTerm("topology", TOPOLOGY_RANK, expr))
         if soft and weight and self.phase == "quality":
-            big_vars: list[cp_model.LinearExprT] = []
-            big_coefs: list[int] = []
-            self._too_big_for_any_island(ctx, big_vars, big_coefs)
-            if big_vars:
-                expr = cp_model.LinearExpr.weighted_sum(big_vars, big_coefs)
+            big = self._too_big_for_any_island(ctx)
+            if big:
+                expr = cp_model.LinearExpr.weighted_sum([v for v, _ in big], [c for _, c in big])
                 objective.append(ObjectiveTerm("nvlink-fit", NVLINK_FIT_RANK, expr))
         return objective
 
     @staticmethod
-    def _too_big_for_any_island(
-        ctx: SolverContext, penalty_vars: list[cp_model.LinearExprT], penalty_coefs: list[int]
-    ) -> None:
+    def _too_big_for_any_island(ctx: SolverContext) -> list[tuple[cp_model.IntVar, int]]:
         """Pods that span islands on whichever GPUs they get there: cost ``g`` each, like any split."""
+        penalties: list[tuple[cp_model.IntVar, int]] = []
         for n, entries in ctx.by_node.items():
             islands = ctx.nodes[n].islands
             if len(islands) < 2:
@@ -128,8 +125,8 @@ class NvlinkIslands:
             largest = max(len(island) for island in islands)
             for e, p in entries:
                 if e.whole_gpus >= 2 and e.whole_gpus > largest:
-                    penalty_vars.append(e.y[p])
-                    penalty_coefs.append(e.whole_gpus)
+                    penalties.append((e.y[p], e.whole_gpus))
+        return penalties
 
     @staticmethod
     def _hints(
