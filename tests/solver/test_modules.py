@@ -163,6 +163,17 @@ def test_nvlink_required_is_deferred_when_no_pair_is_whole() -> None:
     assert admitted(plan_for(relaxed)) == {"loose"}
 
 
+def test_nvlink_required_skips_a_single_island_node_whose_used_gpus_have_unknown_indices() -> None:
+    # Two GPUs of the NVSwitch board are taken without indices: no island can be promised there,
+    # so the pod goes to the board whose free GPUs are known, and waits when there is none.
+    unknown = NodeUsage(unknown_index_gpus=2, gpu_milli=(0,) * 8, gpu_mem_mib=(0,) * 8, pods=1)
+    strict = workload("strict", pods(1, 2, nvlink_required=True))
+    alone = snapshot([node("h1")], [strict], usage={"h1": unknown})
+    assert admitted(plan_for(alone)) == set()
+    beside = snapshot([node("h1"), node("h2")], [strict], usage={"h1": unknown})
+    assert nodes_of(plan_for(beside), "strict") == ["h2"]
+
+
 def test_a_pod_too_big_for_a_boxs_islands_goes_where_one_island_holds_it() -> None:
     # A 4-GPU pod fits both empty nodes; only the NVSwitch board holds it in one island.
     for order in (("a1", "h1"), ("h1", "a1")):

@@ -44,7 +44,9 @@ def max_pods(node: NodeState, req: PodRequest, *, nvlink_required: bool = False)
             k = min(k, room)
         else:
             k = min(k, node.whole_free // req.gpus)
-            if nvlink_required and req.gpus > 1 and len(node.islands) > 1:
+            if nvlink_required and req.gpus > 1:
+                # Where in-use GPUs have unknown indices no island can be promised, even on a
+                # one-island board: check_plan refuses NVLink pods without GPU indices.
                 if not node.indices_known:
                     return 0
                 free = set(node.fully_free_gpus())
