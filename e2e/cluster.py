@@ -56,7 +56,7 @@ from e2e.kube import ApiError, Kube, has_condition, load_yaml_docs, wait_for
 from e2e.nodes import create_nodes
 from e2e.profiles import ProfileError, load_profile
 from e2e.versions import asset_dir, current_binaries, load_resolved
-from optsched.yamlio import dump_yaml
+from optsched.snapshot.kubeyaml import dump_yaml
 
 E2E_DIR = Path(__file__).resolve().parent
 STAGES_FILE = E2E_DIR / "stages" / "stages.yaml"

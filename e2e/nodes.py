@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from e2e.profiles import Pool, Profile, load_profile
-from optsched.yamlio import dump_yaml_all
+from optsched.snapshot.kubeyaml import dump_yaml_all
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_TOPOLOGY_ANNOTATION = "optsched.io/gpu-topology"

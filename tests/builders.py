@@ -5,10 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from itertools import count
 
-from optsched.model import (
-    DEFAULT_TOPOLOGY_LEVELS,
-    HOSTNAME_LABEL,
-    PRODUCT_LABEL,
+from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, HOSTNAME_LABEL, PRODUCT_LABEL
+from optsched.model.snapshot import (
     ClusterQueue,
     FlavorQuota,
     LocalQueue,

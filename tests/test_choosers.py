@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from optsched.capacity.fragmentation import ProductRequest
+from optsched.capacity.state import NodeState
 from optsched.errors import InputError
-from optsched.fragmentation import ProductRequest
-from optsched.model import NodeUsage, PodRequest
+from optsched.model.snapshot import NodeUsage, PodRequest
 from optsched.policies.choosers import FGD, BestFit, FirstFit, LeastAllocated, RandomFit, make_chooser
-from optsched.state import NodeState
 from tests.builders import H100, T4, node
 
 

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from optsched.model import Snapshot
-from optsched.plan import Plan
-from optsched.policies.registry import run_policy
+from optsched import planning
+from optsched.model.plan import Plan
+from optsched.model.snapshot import Snapshot
 from optsched.settings import Settings
-from optsched.snapshot_io import load_snapshot
+from optsched.snapshot.build import load_snapshot
 from optsched.validate import check_plan
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -22,7 +22,7 @@ def small() -> Snapshot:
 
 @pytest.fixture(scope="module")
 def small_plan(small: Snapshot) -> Plan:
-    return run_policy("optimizer", small, SETTINGS)
+    return planning.plan(small, SETTINGS, "optimizer")
 
 
 def short(name: str) -> str:
@@ -63,15 +63,15 @@ def test_deferral_reasons_name_the_blocking_constraint(small_plan: Plan) -> None
 
 def test_optimizer_admits_more_than_every_baseline_on_the_example(small: Snapshot, small_plan: Plan) -> None:
     for policy in ("firstfit", "bestfit", "fgd", "tas", "leastallocated"):
-        plan = run_policy(policy, small)
+        plan = planning.plan(small, policy=policy)
         assert check_plan(small, plan) == []
         assert small_plan.summary.gpus_admitted >= plan.summary.gpus_admitted, policy
 
 
 def test_fifo_trap_optimum_is_32_where_greedy_gets_24() -> None:
     trap = load_snapshot(EXAMPLES / "fifo-trap.yaml")
-    best = run_policy("optimizer", trap, SETTINGS)
-    greedy = run_policy("bestfit", trap)
+    best = planning.plan(trap, SETTINGS, "optimizer")
+    greedy = planning.plan(trap, policy="bestfit")
     assert check_plan(trap, best) == [] and check_plan(trap, greedy) == []
     assert (best.summary.gpus_admitted, greedy.summary.gpus_admitted) == (32, 24)
     assert {short(w.name) for w in best.admitted} == {"train-2x8", "train-8", "train-2x4"}

@@ -1,11 +1,19 @@
 """Deferral reasons: each blocking constraint named, with the numbers, on the smallest case."""
 
-from optsched.assignment import Placement, PodAssignment, WorkloadAssignment
-from optsched.explain import PlanContext, explain_deferral
-from optsched.model import ClusterQueue, LocalQueue, NodeUsage, ResourceFlavor, Snapshot, Taint, Workload
-from optsched.plan import PlanStatus
-from optsched.planbuild import build_plan
-from optsched.state import ClusterState
+from optsched.capacity.state import ClusterState
+from optsched.model.placement import Placement, PodAssignment, WorkloadAssignment
+from optsched.model.plan import PlanStatus
+from optsched.model.snapshot import (
+    ClusterQueue,
+    LocalQueue,
+    NodeUsage,
+    ResourceFlavor,
+    Snapshot,
+    Taint,
+    Workload,
+)
+from optsched.planning.build import build_plan
+from optsched.planning.reasons import PlanContext, explain_deferral
 from tests.builders import RACK, gpu_queue, node, pods, snapshot, workload
 
 

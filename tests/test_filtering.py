@@ -1,7 +1,7 @@
 """Node filters: selectors, affinity, taints, flavors, GPU facts."""
 
-from optsched.filtering import candidates, node_verdict
-from optsched.model import NodeSelectorTerm, ResourceFlavor, SelectorRequirement, Taint, Toleration
+from optsched.capacity.eligibility import candidates, node_verdict
+from optsched.model.snapshot import NodeSelectorTerm, ResourceFlavor, SelectorRequirement, Taint, Toleration
 from tests.builders import A100, H100, gpu_queue, node, pods, snapshot, workload
 
 NO_SCHEDULE = Taint(key="pool", value="inference", effect="NoSchedule")
@@ -38,7 +38,7 @@ def test_flavor_labels_and_gpu_facts() -> None:
 
 
 def test_candidates_follow_the_cluster_queue_flavors() -> None:
-    from optsched.model import LocalQueue
+    from optsched.model.snapshot import LocalQueue
 
     cq = gpu_queue("cq", gpus=16, flavor="a100")
     w = workload("w", pods(1, 1), queue="lq")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from optsched.fragmentation import (
+from optsched.capacity.fragmentation import (
     FragMeter,
     ProductRequest,
     cluster_fragmentation,
@@ -12,8 +12,8 @@ from optsched.fragmentation import (
     stranded_gpus,
     typical_shapes,
 )
-from optsched.model import NodeUsage, PodRequest
-from optsched.state import ClusterState, NodeState
+from optsched.capacity.state import ClusterState, NodeState
+from optsched.model.snapshot import NodeUsage, PodRequest
 from tests.builders import H100, T4, node
 
 WHOLE = PodRequest(cpu_milli=1000, gpus=1)

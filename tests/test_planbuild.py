@@ -1,9 +1,9 @@
 """build_plan: one decision per pending workload, and a summary computed by hand."""
 
-from optsched.assignment import Placement, PodAssignment, WorkloadAssignment
-from optsched.model import NodeUsage
-from optsched.plan import PlanStatus
-from optsched.planbuild import build_plan
+from optsched.model.placement import Placement, PodAssignment, WorkloadAssignment
+from optsched.model.plan import PlanStatus
+from optsched.model.snapshot import NodeUsage
+from optsched.planning.build import build_plan
 from tests.builders import A100, pods, snapshot, workload
 from tests.builders import node as make_node
 

@@ -3,7 +3,7 @@ from decimal import Decimal
 import pytest
 
 from optsched.errors import InputError
-from optsched.quantity import count, cpu_milli, memory_mib, parse_quantity
+from optsched.snapshot.quantity import count, cpu_milli, memory_mib, parse_quantity
 
 
 @pytest.mark.parametrize(

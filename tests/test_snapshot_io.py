@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from optsched.errors import InputError
-from optsched.snapshot_io import impossible_requests, load_snapshot, snapshot_from_objects
+from optsched.snapshot.build import load_snapshot, snapshot_from_objects
+from optsched.snapshot.checks import impossible_requests
 
 ROOT = Path(__file__).resolve().parent.parent
 

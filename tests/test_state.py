@@ -1,7 +1,7 @@
 """Mutable free capacity: whole GPUs, shares, islands and index-unknown usage."""
 
-from optsched.model import NodeUsage, PodRequest
-from optsched.state import NodeState, pick_whole_gpus
+from optsched.capacity.state import NodeState, pick_whole_gpus
+from optsched.model.snapshot import NodeUsage, PodRequest
 from tests.builders import A100, node
 
 PAIRS = [[0, 1], [2, 3], [4, 5], [6, 7]]

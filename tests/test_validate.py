@@ -5,7 +5,8 @@ from collections.abc import Sequence
 import pytest
 
 from optsched.errors import PlanValidationError
-from optsched.model import (
+from optsched.model.plan import Plan, PlanStatus, PodPlacement, PodSetPlacement, WorkloadDecision
+from optsched.model.snapshot import (
     ClusterQueue,
     LocalQueue,
     Node,
@@ -18,7 +19,6 @@ from optsched.model import (
     Taint,
     Workload,
 )
-from optsched.plan import Plan, PlanStatus, PodPlacement, PodSetPlacement, WorkloadDecision
 from optsched.validate import assert_valid, check_plan
 from tests.builders import A100, RACK, gpu_queue, node, pods, snapshot, workload
 

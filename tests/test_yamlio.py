@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from optsched.snapshot_io import dump_objects, read_documents
-from optsched.yamlio import dump_yaml, dump_yaml_all
+from optsched.snapshot.documents import dump_objects, read_documents
+from optsched.snapshot.kubeyaml import dump_yaml, dump_yaml_all
 
 # go-yaml's plain-scalar float rule (sigs.k8s.io/yaml resolves these to numbers).
 GO_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")

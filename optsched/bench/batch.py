@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from optsched.fragmentation import Shape, products_of, request_key
-from optsched.model import PodRequest
+from optsched.capacity.fragmentation import Shape, products_of, request_key
+from optsched.capacity.state import NodeState
+from optsched.model.snapshot import PodRequest
 from optsched.policies.choosers import FGD
 from optsched.solver.clock import SearchClock
-from optsched.state import NodeState
 
 CANDIDATES_PER_TASK = 12
 

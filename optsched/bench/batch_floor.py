@@ -47,7 +47,7 @@ from pathlib import Path
 from optsched.bench.trace import default_trace_dir, inflate
 from optsched.bench.trace_data import TracePod, load_nodes, load_pods
 from optsched.errors import InputError
-from optsched.model import FULL_GPU_MILLI
+from optsched.model.snapshot import FULL_GPU_MILLI
 
 
 def share_milli(pod: TracePod) -> int | None:

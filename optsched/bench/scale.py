@@ -24,18 +24,9 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from optsched.model import (
-    DEFAULT_TOPOLOGY_LEVELS,
-    HOSTNAME_LABEL,
-    PRODUCT_LABEL,
-    Node,
-    NodeUsage,
-    PodRequest,
-    PodSet,
-    Snapshot,
-    Workload,
-)
-from optsched.plan import Plan
+from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, HOSTNAME_LABEL, PRODUCT_LABEL
+from optsched.model.plan import Plan
+from optsched.model.snapshot import Node, NodeUsage, PodRequest, PodSet, Snapshot, Workload
 from optsched.settings import Settings
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -172,7 +163,7 @@ def _row(name: str, plan: Plan, seconds: float, violations: int) -> dict[str, st
 
 def run_scale(args: argparse.Namespace) -> int:
     """Build the cluster, plan it with each policy, print the comparison table."""
-    from optsched.policies.registry import run_policy
+    from optsched import planning
     from optsched.validate import check_plan
 
     started = time.perf_counter()
@@ -187,7 +178,7 @@ def run_scale(args: argparse.Namespace) -> int:
     admitted: dict[str, float] = {}
     for name in [p.strip() for p in args.policies.split(",") if p.strip()]:
         t0 = time.perf_counter()
-        plan = run_policy(name, snapshot, settings)
+        plan = planning.plan(snapshot, settings, name, check=False)
         seconds = time.perf_counter() - t0
         violations = check_plan(snapshot, plan)
         rows.append(_row(name, plan, seconds, len(violations)))

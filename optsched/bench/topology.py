@@ -6,7 +6,7 @@ and H200 boards (one NVSwitch island of 8 GPUs), A100 PCIe boxes (four NVLink
 pairs) and GB200-style NVL72 racks (18 nodes of 4 GPUs). A seeded generator
 sends 1-8-GPU pods and 2-64-pod gangs (8 GPUs per pod) with durations, so
 departures fragment the cluster over time. Every cycle the pending queue is
-planned by the policy under test (the same ``run_policy`` the CLI uses);
+planned by the policy under test (the same ``planning.plan`` the CLI uses);
 admitted work starts at once and leaves when its duration is over.
 
 Per policy: GPUs allocated over time, the share of multi-GPU pods inside one
@@ -30,22 +30,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from optsched.bench.progress import Progress
+from optsched.capacity.fragmentation import stranded_gpus, typical_shapes
+from optsched.capacity.state import ClusterState, NodeState
 from optsched.errors import InputError
-from optsched.fragmentation import stranded_gpus, typical_shapes
-from optsched.model import (
-    DEFAULT_TOPOLOGY_LEVELS,
-    HOSTNAME_LABEL,
-    PRODUCT_LABEL,
-    Node,
-    NodeUsage,
-    PodRequest,
-    PodSet,
-    Snapshot,
-    Workload,
-)
-from optsched.plan import Plan
+from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, HOSTNAME_LABEL, PRODUCT_LABEL
+from optsched.model.plan import Plan
+from optsched.model.snapshot import Node, NodeUsage, PodRequest, PodSet, Snapshot, Workload
 from optsched.settings import Settings
-from optsched.state import ClusterState, NodeState
 
 BLOCK, RACK = DEFAULT_TOPOLOGY_LEVELS[0], DEFAULT_TOPOLOGY_LEVELS[1]
 TOPOLOGY_POLICIES = ("optimizer", "tas", "bestfit", "fgd", "leastallocated", "firstfit")
@@ -211,7 +202,7 @@ def simulate(
     validate: bool = True,
 ) -> PolicyResult:
     """Run the arrival/departure simulation under one policy (each plan checked by ``check_plan``)."""
-    from optsched.policies.registry import run_policy
+    from optsched import planning
     from optsched.validate import check_plan
 
     # Deterministic time: a policy's run is repeatable, so differences between policies are theirs.
@@ -246,7 +237,7 @@ def simulate(
                 nodes=tuple(nodes), usage=usage, workloads=tuple(_workload(j) for j in pending)
             )
             started = time.perf_counter()
-            plan = run_policy(policy, snapshot, settings)
+            plan = planning.plan(snapshot, settings, policy, check=False)
             result.plan_seconds.append(time.perf_counter() - started)
             if validate and check_plan(snapshot, plan):
                 result.invalid_plans += 1

@@ -31,11 +31,11 @@ from typing import Any
 
 from optsched.bench.progress import Progress
 from optsched.bench.trace_data import TracePod, load_nodes, load_pods
-from optsched.fragmentation import FragMeter, Shape, products_of, request_key, typical_shapes
-from optsched.model import FULL_GPU_MILLI, PodRequest
+from optsched.capacity.fragmentation import FragMeter, Shape, products_of, request_key, typical_shapes
+from optsched.capacity.state import NodeState
+from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
 from optsched.policies.base import NodeChooser
 from optsched.policies.choosers import FirstFit, ScoredChooser, make_chooser
-from optsched.state import NodeState
 
 MAX_PERCENT = 130
 """Arrival is recorded from 0 to this percentage of GPU capacity."""

@@ -10,10 +10,10 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from optsched.capacity.fragmentation import ProductRequest
+from optsched.capacity.state import NodeState
 from optsched.errors import InputError
-from optsched.fragmentation import ProductRequest
-from optsched.model import FULL_GPU_MILLI, Node
-from optsched.state import NodeState
+from optsched.model.snapshot import FULL_GPU_MILLI, Node
 
 NODE_FILE = "openb_node_list_gpu_node.csv"
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from optsched.errors import InputError
-from optsched.model import Snapshot
+from optsched.model.snapshot import Snapshot
 
 EXAMPLE = "cluster-small.yaml"
 PROG = "optsched"
@@ -86,7 +86,7 @@ def live_objects(kubeconfig: str, namespaces: Sequence[str]) -> list[dict[str, o
 
 def load_input(args: argparse.Namespace) -> Snapshot:
     """The snapshot the verb works on: a file, a live cluster, or the bundled example."""
-    from optsched.snapshot_io import load_snapshot, snapshot_from_objects
+    from optsched.snapshot.build import load_snapshot, snapshot_from_objects
 
     if getattr(args, "kubeconfig", None) is not None:
         objects = live_objects(args.kubeconfig, args.namespace)

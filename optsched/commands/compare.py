@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from optsched.commands.common import say, write_output
-from optsched.model import Snapshot
+from optsched.model.snapshot import Snapshot
 from optsched.render.compare import (
     PolicyResult,
     render_compare_json,
@@ -24,13 +24,14 @@ from optsched.settings import Settings
 def run_compare(
     snapshot: Snapshot, settings: Settings, policies: Sequence[str], *, fmt: str, out: str | None
 ) -> int:
-    from optsched.policies.registry import effective_snapshot, run_policy
+    from optsched import planning
+    from optsched.planning.planner import effective_snapshot
     from optsched.validate import check_plan
 
     results = []
     for policy in policies:
         started = time.perf_counter()
-        plan = run_policy(policy, snapshot, settings)
+        plan = planning.plan(snapshot, settings, policy, check=False)
         seconds = time.perf_counter() - started
         violations = check_plan(effective_snapshot(snapshot, settings), plan)
         for violation in violations:

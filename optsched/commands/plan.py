@@ -25,15 +25,15 @@ from optsched.render import FORMATS
 from optsched.render.table import DEFAULT_WIDTH
 
 if TYPE_CHECKING:
-    from optsched.model import Snapshot
-    from optsched.plan import Plan
+    from optsched.model.plan import Plan
+    from optsched.model.snapshot import Snapshot
     from optsched.settings import Settings
 
 DEFAULT_POLICY = "optimizer"
 
 
 def _policies() -> tuple[str, ...]:
-    from optsched.policies.registry import POLICIES
+    from optsched.planning import POLICIES
 
     return tuple(POLICIES)
 
@@ -108,7 +108,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def check_input(snapshot: Snapshot) -> None:
     """Refuse work no node could ever hold (bad input, exit 2); surface snapshot warnings."""
-    from optsched.snapshot_io import impossible_requests
+    from optsched.snapshot.checks import impossible_requests
 
     problems = impossible_requests(snapshot)
     if problems:
@@ -116,16 +116,6 @@ def check_input(snapshot: Snapshot) -> None:
         raise InputError(detail, source=snapshot.source)
     for message in snapshot.warnings:
         warn(message)
-
-
-def plan_and_check(policy: str, snapshot: Snapshot, settings: Settings) -> Plan:
-    """Run one policy and validate its plan; raises PlanValidationError on any violation."""
-    from optsched.policies.registry import effective_snapshot, run_policy
-    from optsched.validate import assert_valid
-
-    plan = run_policy(policy, snapshot, settings)
-    assert_valid(effective_snapshot(snapshot, settings), plan)
-    return plan
 
 
 def render(fmt: str, snapshot: Snapshot, plan: Plan, *, explain: bool, colour: bool, width: int) -> str:
@@ -161,7 +151,9 @@ def run(args: argparse.Namespace) -> int:
         from optsched.commands.compare import run_compare
 
         return run_compare(snapshot, settings, policies, fmt=args.format, out=args.out)
-    plan = plan_and_check(args.policy, snapshot, settings)
+    from optsched import planning
+
+    plan = planning.plan(snapshot, settings, args.policy)
     to_terminal = args.out in (None, "-") and is_terminal(sys.stdout)
     colour = to_terminal and use_colour(sys.stdout)
     width = shutil.get_terminal_size().columns if to_terminal else DEFAULT_WIDTH

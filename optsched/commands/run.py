@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 from optsched.controller.decide import DeferPolicy
-from optsched.controller.names import DEFAULT_CHECK_NAME, DEFAULT_CONTROLLER_NAME
+from optsched.model.names import DEFAULT_CHECK_NAME, DEFAULT_CONTROLLER_NAME
 
 log = logging.getLogger("optsched.run")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from optsched.commands.common import add_source_arguments, live_objects, say
 from optsched.errors import InputError
-from optsched.yamlio import dump_yaml
+from optsched.snapshot.kubeyaml import dump_yaml
 
 
 def register(subparsers: Any) -> None:
@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.snapshot_io import dump_objects
+    from optsched.snapshot.documents import dump_objects
 
     kubeconfig = args.kubeconfig if args.kubeconfig is not None else ""
     objects = live_objects(kubeconfig, args.namespace)

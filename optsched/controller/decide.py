@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from optsched.controller import kueue_state as ks
 from optsched.controller.inputs import pod_set_of, pods_by_plan
-from optsched.controller.names import PLAN_ID_LABEL, POD_INDEX_ANNOTATION, PODSET_LABEL, PRODUCT_LABEL
 from optsched.controller.records import PlacementRecord, RecordError, record_from_decision, record_of
-from optsched.model import Node, Snapshot
-from optsched.plan import Plan, WorkloadDecision
+from optsched.kueue import workload_status as ks
+from optsched.model.names import PLAN_ID_LABEL, POD_INDEX_ANNOTATION, PODSET_LABEL, PRODUCT_LABEL
+from optsched.model.plan import Plan, WorkloadDecision
+from optsched.model.snapshot import Node, Snapshot
 
 MAX_MESSAGE = 1024
 

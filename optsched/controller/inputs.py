@@ -17,32 +17,33 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.controller import kueue_state as ks
-from optsched.controller.names import (
+from optsched.controller.records import PlacementRecord, RecordError, record_of
+from optsched.errors import InputError
+from optsched.kueue import workload_status as ks
+from optsched.model.names import (
     COMPLETION_INDEX_LABEL,
+    DEFAULT_TOPOLOGY_LEVELS,
     GPUS_ANNOTATION,
     KUEUE_PODSET_LABEL,
-    KUEUE_PREFERRED_TOPOLOGY,
-    KUEUE_REQUIRED_TOPOLOGY,
+    KUEUE_PREFERRED_TOPOLOGY_ANNOTATION,
+    KUEUE_REQUIRED_TOPOLOGY_ANNOTATION,
+    OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION,
+    OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION,
     PLAN_ID_LABEL,
     POD_INDEX_ANNOTATION,
     PODSET_LABEL,
-    PREFERRED_TOPOLOGY_ANNOTATION,
-    REQUIRED_TOPOLOGY_ANNOTATION,
 )
-from optsched.controller.records import PlacementRecord, RecordError, record_of
-from optsched.errors import InputError
-from optsched.ingest.nodes import parse_node
-from optsched.ingest.pods import pod_request
-from optsched.kueue.objects import (
+from optsched.model.snapshot import Snapshot
+from optsched.snapshot.build import snapshot_from_objects
+from optsched.snapshot.kueue_objects import (
     parse_cluster_queue,
     parse_local_queue,
     parse_resource_flavor,
     parse_topology,
     parse_workload,
 )
-from optsched.model import DEFAULT_TOPOLOGY_LEVELS, Snapshot
-from optsched.snapshot_io import snapshot_from_objects
+from optsched.snapshot.nodes import parse_node
+from optsched.snapshot.pods import pod_request
 
 
 @dataclass(frozen=True)
@@ -195,8 +196,8 @@ def assumed_pods(
 
 
 _TOPOLOGY_ALIASES = (
-    (REQUIRED_TOPOLOGY_ANNOTATION, KUEUE_REQUIRED_TOPOLOGY),
-    (PREFERRED_TOPOLOGY_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY),
+    (OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION, KUEUE_REQUIRED_TOPOLOGY_ANNOTATION),
+    (OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY_ANNOTATION),
 )
 
 

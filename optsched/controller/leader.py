@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from optsched.controller.kueue_state import parse_time
+from optsched.kueue.workload_status import parse_time
 
 log = logging.getLogger("optsched.leader")
 

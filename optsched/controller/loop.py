@@ -29,22 +29,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from optsched.controller import kueue_state as ks
+from optsched import planning
 from optsched.controller.decide import Decisions, DeferPolicy, WorkloadAction, decide
 from optsched.controller.inputs import PlanningInput, build_input
 from optsched.controller.metrics import Metrics
-from optsched.controller.names import (
-    KUEUE_API,
-    PLACEMENT_ANNOTATION,
-    PLAN_ID_LABEL,
-)
 from optsched.controller.pinning import PinResult, PodPin, is_gated_by_us, pins_for, ready_records
 from optsched.controller.records import PlacementRecord
 from optsched.errors import InputError, PlanValidationError
 from optsched.kube.client import ApiError, Client
 from optsched.kube.writer import Writer
-from optsched.model import Snapshot
-from optsched.plan import Plan
+from optsched.kueue import workload_status as ks
+from optsched.model.names import KUEUE_API, PLACEMENT_ANNOTATION, PLAN_ID_LABEL
+from optsched.model.plan import Plan
+from optsched.model.snapshot import Snapshot
+from optsched.settings import Settings
 
 log = logging.getLogger("optsched.controller")
 
@@ -79,16 +77,10 @@ class CycleResult:
 
 def default_planner(time_limit_s: float = 10.0, workers: int = 0) -> Planner:
     """The optimizer with its greedy fallback, always followed by the independent validator."""
-    from optsched.policies.registry import run_policy
-    from optsched.settings import Settings
-    from optsched.validate import assert_valid
-
     settings = Settings(time_limit_s=time_limit_s, workers=workers)
 
     def plan(snapshot: Snapshot) -> Plan:
-        result = run_policy("optimizer", snapshot, settings)
-        assert_valid(snapshot, result)
-        return result
+        return planning.plan(snapshot, settings)
 
     return plan
 

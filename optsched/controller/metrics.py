@@ -6,7 +6,7 @@ from collections import Counter as Tally
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from optsched.plan import Plan, PlanStatus
+from optsched.model.plan import Plan, PlanStatus
 
 
 class Metrics:

@@ -23,16 +23,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.controller import kueue_state as ks
 from optsched.controller.inputs import completion_index, pod_set_of
-from optsched.controller.names import (
+from optsched.controller.records import PlacementRecord, PodSlot, RecordError, record_of
+from optsched.kueue import workload_status as ks
+from optsched.model.names import (
     GPUS_ANNOTATION,
     HOSTNAME_LABEL,
     PLAN_ID_LABEL,
     POD_INDEX_ANNOTATION,
     SCHEDULING_GATE,
 )
-from optsched.controller.records import PlacementRecord, PodSlot, RecordError, record_of
 
 
 @dataclass(frozen=True)

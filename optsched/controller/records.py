@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from optsched.controller.names import PLACEMENT_ANNOTATION
-from optsched.plan import WorkloadDecision
+from optsched.model.names import PLACEMENT_ANNOTATION
+from optsched.model.plan import WorkloadDecision
 
 
 class _Record(BaseModel):

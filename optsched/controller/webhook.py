@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from optsched.controller.names import PLAN_ID_LABEL, SCHEDULING_GATE
+from optsched.model.names import PLAN_ID_LABEL, SCHEDULING_GATE
 
 log = logging.getLogger("optsched.webhook")
 

@@ -1,10 +1,10 @@
-"""Turn what the API server lists into the snapshot file format (BRIEF 2.1).
+"""Turn what the API server lists into the snapshot file format (``optsched snapshot``).
 
 Kept separate from the network code so the conversion can be tested without a
 cluster: list responses omit ``kind``/``apiVersion`` on their items for
 built-in types, carry ``managedFields`` noise, and include pods that no
 longer hold anything. The objects returned here, written with
-``optsched.snapshot_io.dump_objects``, are what ``optsched plan --snapshot``
+``optsched.snapshot.documents.dump_objects``, are what ``optsched plan --snapshot``
 reads back.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-KUEUE_GROUP = "kueue.x-k8s.io"
-KUEUE_VERSIONS: tuple[str, ...] = ("v1beta2", "v1beta1")
+from optsched.model.names import KUEUE_GROUP, KUEUE_VERSIONS
+
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 

@@ -23,10 +23,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from optsched.kube.client import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, ApiError, Client
+from optsched.model.names import KUEUE_API
 
 log = logging.getLogger("optsched.writer")
-
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 
 def _target(plural: str, namespace: str | None, name: str) -> str:

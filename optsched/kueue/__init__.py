@@ -1,4 +1,10 @@
-"""Kueue objects in (Workloads, queues, flavors, topologies) and, later, admission out."""
+"""Kueue's semantics, as optsched relies on them: Workload state and ClusterQueue quota.
 
-KUEUE_GROUP = "kueue.x-k8s.io"
-KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+* :mod:`~optsched.kueue.workload_status`: what a raw Workload's status says
+  (reserved, admitted, finished, our admission check's state);
+* :mod:`~optsched.kueue.quota`: nominal quota, cohort borrowing and lending,
+  as a ledger the greedy baselines, the solver and the deferral reasons share.
+
+Parsing Kueue objects into the snapshot lives in :mod:`optsched.snapshot`;
+the API group and versions in :mod:`optsched.model.names`.
+"""

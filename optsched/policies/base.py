@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from optsched.model import PodRequest
-from optsched.state import NodeState
+from optsched.capacity.state import NodeState
+from optsched.model.snapshot import PodRequest
 
 
 class NodeChooser(Protocol):

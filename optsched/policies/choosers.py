@@ -10,7 +10,7 @@ artifact) so the trace replay can be compared with their published results:
 * ``LeastAllocated``: kube-scheduler's default spreading: most free share
   after placement, averaged over CPU, memory and (on GPU nodes) GPU.
 * ``FGD``: the smallest increase of FGD fragmentation
-  (:mod:`optsched.fragmentation`); for a GPU share, also the GPU whose use
+  (:mod:`optsched.capacity.fragmentation`); for a GPU share, also the GPU whose use
   increases it least.
 * ``GpuPacking``: shared GPUs first, then partly used nodes, then empty ones.
 * ``DotProd``: Tetris-style alignment of request and free vector, as the
@@ -33,10 +33,10 @@ import math
 import random
 from collections.abc import Sequence
 
+from optsched.capacity.fragmentation import FragMeter, Shape, products_of
+from optsched.capacity.state import NodeState
 from optsched.errors import InputError
-from optsched.fragmentation import FragMeter, Shape, products_of
-from optsched.model import FULL_GPU_MILLI, PodRequest
-from optsched.state import NodeState
+from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
 
 MAX_SPEC_CPU = 128_000
 """CPU normaliser of the authors' BestFit and DotProd (milli-cores of their largest node)."""

@@ -17,24 +17,16 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from optsched.assignment import Placement, PodAssignment, WorkloadAssignment
+from optsched.capacity.eligibility import CandidateCache, Candidates
+from optsched.capacity.fit import pods_that_fit
+from optsched.capacity.fragmentation import node_key
+from optsched.capacity.state import ClusterState, NodeState
 from optsched.errors import InputError
-from optsched.explain import CandidateCache, pods_that_fit, queue_key
-from optsched.filtering import Candidates, product_of
-from optsched.fragmentation import node_key
-from optsched.model import (
-    FULL_GPU_MILLI,
-    HOSTNAME_LABEL,
-    ClusterQueue,
-    Node,
-    PodRequest,
-    PodSet,
-    Snapshot,
-    Workload,
-)
+from optsched.kueue.quota import QuotaLedger, pod_quota_amounts, scaled
+from optsched.model.names import HOSTNAME_LABEL
+from optsched.model.placement import Placement, PodAssignment, WorkloadAssignment
+from optsched.model.snapshot import FULL_GPU_MILLI, ClusterQueue, Node, PodRequest, PodSet, Snapshot, Workload
 from optsched.policies.base import NodeChooser
-from optsched.policies.quota import QuotaLedger, pod_quota_amounts, scaled
-from optsched.state import ClusterState, NodeState
 from optsched.topology.domains import domain_of
 
 ORDERS = ("queue", "given")
@@ -88,7 +80,7 @@ class _MostAllocated:
 
 def ordered_workloads(snapshot: Snapshot, order: str) -> list[Workload]:
     if order == "queue":
-        return sorted(snapshot.workloads, key=queue_key)
+        return sorted(snapshot.workloads, key=lambda w: w.queue_key)
     if order == "given":
         return list(snapshot.workloads)
     raise InputError(f"unknown order {order!r}; expected one of {', '.join(ORDERS)}", field="order")
@@ -139,7 +131,7 @@ class _Greedy:
         self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
         self.cache = CandidateCache(snapshot)
         self.keys: dict[str, Hashable] = {}
-        self.product = {n.name: product_of(n) for n in snapshot.nodes}
+        self.product = {n.name: n.product for n in snapshot.nodes}
         self.free: dict[str, int] = {}
         for state in self.state.nodes:
             product = self.product[state.name]
@@ -201,7 +193,7 @@ class _Greedy:
         allowed: set[str] | None = None
         for ps, cands in per_pod_set:
             if ps.request.gpus:
-                here = {product_of(n) for cand in cands for n in cand.nodes}
+                here = {n.product for cand in cands for n in cand.nodes}
                 allowed = here if allowed is None else allowed & here
         if not allowed or len(allowed) == 1:
             return sorted(allowed or ())
@@ -215,7 +207,7 @@ class _Greedy:
             in_order: list[NodeState] = []
             for cand in cands:
                 for node in cand.nodes:
-                    product = product_of(node)
+                    product = node.product
                     if product in allowed:
                         by_product.setdefault(product, []).append(self.state.by_name[node.name])
                         in_order.append(self.state.by_name[node.name])
@@ -227,7 +219,7 @@ class _Greedy:
             if first_choice is None:
                 choice = self.chooser.choose(self._room(ps, in_order), ps.request)
                 if choice is not None:
-                    first_choice = product_of(self.nodes[choice[0].name])
+                    first_choice = self.nodes[choice[0].name].product
         return sorted(allowed, key=lambda p: (not fits[p], p != first_choice, -free[p], p))
 
     def _place_pod_set(
@@ -245,7 +237,7 @@ class _Greedy:
             states = self.scopes.get((id(cand), group))
             if states is None:
                 states = self.scopes[(id(cand), group)] = [
-                    self.state.by_name[n.name] for n in cand.nodes if group is None or product_of(n) == group
+                    self.state.by_name[n.name] for n in cand.nodes if group is None or n.product == group
                 ]
             if not states:
                 continue
@@ -315,7 +307,13 @@ class _Greedy:
                 groups.setdefault(domain, []).append(state)
         fitting = []
         for domain, members in groups.items():
-            if sum(pods_that_fit(s, ps, ps.needed) for s in members) < ps.needed:
+            if (
+                sum(
+                    pods_that_fit(s, ps.request, nvlink_required=ps.nvlink_required, limit=ps.needed)
+                    for s in members
+                )
+                < ps.needed
+            ):
                 continue
             free = sum(max(0, s.free_gpu_milli) for s in members) if ps.request.gpus else 0
             fitting.append((free, sum(s.cpu for s in members), domain, members))

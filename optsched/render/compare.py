@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from optsched.plan import Plan
+from optsched.model.plan import Plan
 from optsched.render.text import fmt_gpus, fmt_seconds, format_table
-from optsched.yamlio import dump_yaml
+from optsched.snapshot.kubeyaml import dump_yaml
 
 
 @dataclass(frozen=True)

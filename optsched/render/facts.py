@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from optsched.model import FULL_GPU_MILLI, HOSTNAME_LABEL, Node, PodRequest, Snapshot, Workload
-from optsched.plan import Plan, WorkloadDecision
+from optsched.model.names import HOSTNAME_LABEL
+from optsched.model.plan import Plan, WorkloadDecision
+from optsched.model.snapshot import FULL_GPU_MILLI, Node, PodRequest, Snapshot, Workload
 from optsched.render.text import NodeGpus, fmt_gpus
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 
-from optsched.model import FULL_GPU_MILLI, Snapshot
-from optsched.plan import Plan
+from optsched.model.plan import Plan
+from optsched.model.snapshot import FULL_GPU_MILLI, Snapshot
 from optsched.render.facts import (
     GpuCell,
     NodeCells,

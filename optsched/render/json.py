@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from optsched.model import Snapshot
-from optsched.plan import Plan
+from optsched.model.plan import Plan
+from optsched.model.snapshot import Snapshot
 
 
 def render_json(snapshot: Snapshot, plan: Plan) -> str:

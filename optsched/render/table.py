@@ -7,9 +7,9 @@ cluster looks before and after. Plain aligned text; colour only on a TTY.
 
 from __future__ import annotations
 
-from optsched.filtering import candidates
-from optsched.model import Snapshot, Workload
-from optsched.plan import Plan, PlanStatus
+from optsched.capacity.eligibility import candidates
+from optsched.model.plan import Plan, PlanStatus
+from optsched.model.snapshot import Snapshot, Workload
 from optsched.render.facts import node_groups, pods_by_gpus, workloads_by_key
 from optsched.render.text import (
     compact_nodes,

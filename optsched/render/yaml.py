@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from optsched.model import Snapshot
-from optsched.plan import Plan
-from optsched.yamlio import dump_yaml
+from optsched.model.plan import Plan
+from optsched.model.snapshot import Snapshot
+from optsched.snapshot.kubeyaml import dump_yaml
 
 
 def render_yaml(snapshot: Snapshot, plan: Plan) -> str:

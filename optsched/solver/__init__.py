@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from optsched.solver.core import solve
+from optsched.solver.result import SolveResult
 
-__all__ = ["solve"]
+__all__ = ["SolveResult", "solve"]

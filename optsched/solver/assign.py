@@ -25,9 +25,9 @@ from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
-from optsched.assignment import Placement, PodAssignment, WorkloadAssignment
+from optsched.capacity.state import NodeState
+from optsched.model.placement import Placement, PodAssignment, WorkloadAssignment
 from optsched.solver.context import PodSetEntry, SolverContext
-from optsched.state import NodeState
 
 Value = Callable[[cp_model.IntVar], int]
 

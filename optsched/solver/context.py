@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from optsched.model import Node, PodRequest, PodSet, ResourceFlavor, Snapshot, Workload
-from optsched.plan import Plan
+from optsched.capacity.state import ClusterState, NodeState
+from optsched.model.plan import Plan
+from optsched.model.snapshot import Node, PodRequest, PodSet, ResourceFlavor, Snapshot, Workload
 from optsched.settings import Settings
 from optsched.solver.clock import SearchClock
-from optsched.state import ClusterState, NodeState
 from optsched.topology.domains import domain_of
 
 LinearExpr = cp_model.LinearExprT

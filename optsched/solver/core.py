@@ -1,4 +1,4 @@
-"""``solve``: plan the pending queue with CP-SAT, never worse than the greedy BestFit plan.
+"""``solve``: place the pending queue with CP-SAT, never worse than the greedy BestFit placement.
 
 1. The greedy BestFit placement: the baseline, the first (complete) solution
    hint, and the fallback.
@@ -27,10 +27,10 @@ from collections.abc import Iterable
 
 from ortools.sat.python import cp_model
 
-from optsched.assignment import Placement
-from optsched.model import FULL_GPU_MILLI, Snapshot
-from optsched.plan import Plan, PlanStatus
-from optsched.planbuild import build_plan
+from optsched.capacity.state import ClusterState
+from optsched.model.placement import Placement
+from optsched.model.plan import Plan, PlanStatus
+from optsched.model.snapshot import FULL_GPU_MILLI, Snapshot
 from optsched.policies.choosers import BestFit
 from optsched.policies.greedy import greedy_placement
 from optsched.settings import Settings
@@ -40,11 +40,9 @@ from optsched.solver.hints import hint_greedy, known_optima, quality_start
 from optsched.solver.modules import Module, default_modules
 from optsched.solver.modules.admission import ADMISSION_RANK
 from optsched.solver.report import admitted_vector, capacity_bounds, gpus_admitted, lex_less, report
+from optsched.solver.result import SolveResult
 from optsched.solver.stages import solve_stages
 from optsched.solver.window import BEYOND_WINDOW, choose_window
-from optsched.state import ClusterState
-
-POLICY = "optimizer"
 
 
 def solve(
@@ -53,12 +51,12 @@ def solve(
     previous: Plan | None = None,
     *,
     modules: Iterable[Module] | None = None,
-) -> Plan:
+) -> SolveResult:
     """Plan every pending workload of ``snapshot``; see the module docstring."""
     settings = settings or Settings()
     started = time.perf_counter()
     if not snapshot.workloads:
-        return build_plan(snapshot, Placement(), status=PlanStatus.EMPTY, policy=POLICY)
+        return SolveResult(Placement(), PlanStatus.EMPTY)
     greedy = greedy_placement(snapshot, BestFit())
     greedy_seconds = time.perf_counter() - started
     if settings.force_fallback:
@@ -162,20 +160,16 @@ def solve(
         for r in outcome.results
     ]
     log.append(f"GPU indices assigned in {assign_seconds:.2f}s")
-    built_at = time.perf_counter()
-    plan = build_plan(
-        snapshot,
+    return SolveResult(
         placement,
-        status=status,
-        policy=POLICY,
-        solve_seconds=round(time.perf_counter() - started, 4),
+        status,
+        seconds=round(time.perf_counter() - started, 4),
         objective=objective,
         bound=bound,
         gap=gap,
-        warnings=warnings,
+        warnings=tuple(warnings),
+        log=tuple(log),
     )
-    log.append(f"plan (summary, reasons) built in {time.perf_counter() - built_at:.2f}s")
-    return plan.model_copy(update={"solver_log": log})
 
 
 def _quality_wanted(settings: Settings, previous: Plan | None) -> bool:
@@ -188,13 +182,11 @@ def _quality_wanted(settings: Settings, previous: Plan | None) -> bool:
     )
 
 
-def _fallback(snapshot: Snapshot, greedy: Placement, started: float, why: str) -> Plan:
-    return build_plan(
-        snapshot,
+def _fallback(snapshot: Snapshot, greedy: Placement, started: float, why: str) -> SolveResult:
+    return SolveResult(
         greedy,
-        status=PlanStatus.FALLBACK,
-        policy=POLICY,
-        solve_seconds=round(time.perf_counter() - started, 4),
+        PlanStatus.FALLBACK,
+        seconds=round(time.perf_counter() - started, 4),
         objective={"gpus": round(gpus_admitted(snapshot, greedy), 3)},
-        warnings=[f"greedy BestFit plan returned: {why}"],
+        warnings=(f"greedy BestFit plan returned: {why}",),
     )

@@ -8,7 +8,7 @@ from them (``SolverContext.derive``), and those rules fill in the rest.
 
 from __future__ import annotations
 
-from optsched.assignment import Placement
+from optsched.model.placement import Placement
 from optsched.solver.context import HintView, ObjectiveTerm, SolverContext, WorkloadEntry
 from optsched.solver.modules.admission import pod_value, stage_name
 from optsched.solver.stages import stage_values

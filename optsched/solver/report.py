@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from optsched.assignment import Placement
-from optsched.model import FULL_GPU_MILLI, Snapshot, Workload
+from optsched.model.placement import Placement
+from optsched.model.snapshot import FULL_GPU_MILLI, Snapshot, Workload
 from optsched.solver.context import SolverContext
 from optsched.solver.modules.admission import pod_value, stage_name
 from optsched.solver.stages import StagesOutcome

@@ -10,9 +10,8 @@ The greedy plan's and the previous plan's nodes are kept as candidates.
 
 from __future__ import annotations
 
-from optsched.assignment import Placement
-from optsched.explain import queue_key
-from optsched.model import FULL_GPU_MILLI
+from optsched.model.placement import Placement
+from optsched.model.snapshot import FULL_GPU_MILLI
 from optsched.solver.context import SolverContext
 
 BEYOND_WINDOW = "beyond the planning window"
@@ -27,7 +26,7 @@ def choose_window(ctx: SolverContext, greedy: Placement) -> None:
     free = max(0.0, ctx.state.free_gpu_milli / FULL_GPU_MILLI)
     limit = ctx.settings.window_factor * free
     demand = 0.0
-    for workload in sorted(snapshot.workloads, key=queue_key):
+    for workload in sorted(snapshot.workloads, key=lambda w: w.queue_key):
         inside = demand < limit or len(ctx.window) < ctx.settings.min_window
         if inside or workload.key in must:
             ctx.window.append(workload)

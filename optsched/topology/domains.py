@@ -7,7 +7,8 @@ different racks, as in Kueue TAS.
 
 from __future__ import annotations
 
-from optsched.model import HOSTNAME_LABEL, Node
+from optsched.model.names import HOSTNAME_LABEL
+from optsched.model.snapshot import Node
 
 
 def domain_of(node: Node, levels: tuple[str, ...], level: str) -> tuple[str, ...] | None:

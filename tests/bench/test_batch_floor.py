@@ -22,11 +22,11 @@ from optsched.bench.batch_floor import (
 )
 from optsched.bench.trace import inflate, replay, trace_shapes
 from optsched.bench.trace_data import TracePod, load_nodes, load_pods
+from optsched.capacity.fragmentation import ProductRequest
+from optsched.capacity.state import NodeState
 from optsched.errors import InputError
-from optsched.fragmentation import ProductRequest
-from optsched.model import FULL_GPU_MILLI
+from optsched.model.snapshot import FULL_GPU_MILLI
 from optsched.policies.choosers import make_chooser
-from optsched.state import NodeState
 
 
 def _pod(name: str, gpus: int, milli: int) -> TracePod:

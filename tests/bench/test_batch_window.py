@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from optsched.bench.batch import BatchPlacer
-from optsched.fragmentation import Shape
-from optsched.model import NodeUsage, PodRequest
-from optsched.state import NodeState
+from optsched.capacity.fragmentation import Shape
+from optsched.capacity.state import NodeState
+from optsched.model.snapshot import NodeUsage, PodRequest
 from tests.builders import node
 
 

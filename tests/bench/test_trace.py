@@ -10,10 +10,10 @@ import pytest
 from optsched.bench.batch import BatchPlacer
 from optsched.bench.trace import SeedRun, idle_breakdown, inflate, replay, run_policy_seeds, trace_shapes
 from optsched.bench.trace_data import TracePod, load_nodes, load_pods
-from optsched.fragmentation import products_of
-from optsched.model import FULL_GPU_MILLI
+from optsched.capacity.fragmentation import products_of
+from optsched.capacity.state import NodeState
+from optsched.model.snapshot import FULL_GPU_MILLI
 from optsched.policies.choosers import make_chooser
-from optsched.state import NodeState
 
 
 def _capacity(trace_dir: Path) -> int:

@@ -7,8 +7,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from optsched.plan import PlanStatus
-from optsched.snapshot_io import load_snapshot
+from optsched.model.plan import PlanStatus
+from optsched.snapshot.build import load_snapshot
 from tests.cli.conftest import FAST, FIFO_TRAP, SMALL
 
 PLAN_KEYS = {"status", "solveSeconds", "objective", "bound", "gap", "workloads", "summary"}
@@ -105,7 +105,7 @@ def test_optimizer_plans_the_fifo_trap(run_cli) -> None:  # type: ignore[no-unty
 
 
 def test_compare_prints_every_policy_side_by_side(run_cli) -> None:  # type: ignore[no-untyped-def]
-    from optsched.policies.registry import POLICIES
+    from optsched.planning.planner import POLICIES
 
     result = run_cli("plan", "--snapshot", str(FIFO_TRAP), "--compare", "--time-limit", "5")
     assert result.code == 0
@@ -117,7 +117,7 @@ def test_compare_prints_every_policy_side_by_side(run_cli) -> None:  # type: ign
 
 
 def test_compare_json(run_cli) -> None:  # type: ignore[no-untyped-def]
-    from optsched.policies.registry import POLICIES
+    from optsched.planning.planner import POLICIES
 
     result = run_cli(
         "plan", "--snapshot", str(FIFO_TRAP), "--compare", "--format", "json", "--time-limit", "5"
@@ -128,10 +128,10 @@ def test_compare_json(run_cli) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_a_plan_failing_validation_is_never_printed(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    import optsched.validate
+    import optsched.validate.checker
 
     monkeypatch.setattr(
-        optsched.validate, "check_plan", lambda snapshot, plan: ["GPU 3 of h100-01 used twice"]
+        optsched.validate.checker, "check_plan", lambda snapshot, plan: ["GPU 3 of h100-01 used twice"]
     )
     result = run_cli("plan", "--snapshot", str(SMALL), "--format", "json", *FAST)
     assert result.code == 1
@@ -140,12 +140,12 @@ def test_a_plan_failing_validation_is_never_printed(run_cli, monkeypatch: pytest
 
 
 def test_internal_error_is_one_line_unless_debug(run_cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    import optsched.policies.registry
+    import optsched.planning.planner
 
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("solver exploded")
 
-    monkeypatch.setattr(optsched.policies.registry, "run_policy", boom)
+    monkeypatch.setattr(optsched.planning.planner, "_baseline", boom)
     result = run_cli("plan", "--snapshot", str(SMALL), *FAST)
     assert result.code == 1
     assert "RuntimeError: solver exploded" in result.err and "--debug" in result.err

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import optsched.kube.reader
-from optsched.snapshot_io import read_documents
+from optsched.snapshot.documents import read_documents
 from tests.cli.conftest import FAST, SMALL
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from optsched.controller.names import (
+from optsched.model.names import (
     COMPLETION_INDEX_LABEL,
     KUEUE_API,
     PLACEMENT_ANNOTATION,

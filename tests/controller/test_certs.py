@@ -6,8 +6,8 @@ import ssl
 import urllib.request
 
 from optsched.controller.certs import TlsMaterial, ca_bundle_patch, generate, service_dns_names
-from optsched.controller.names import PLAN_ID_LABEL
 from optsched.controller.webhook import MUTATE_PATH, WebhookServer
+from optsched.model.names import PLAN_ID_LABEL
 
 
 def test_secret_round_trip_and_ca_bundle_patch_only_where_stale():

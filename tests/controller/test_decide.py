@@ -4,9 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 from optsched.controller.decide import DeferPolicy, decide, pod_set_updates, reason_category
 from optsched.controller.inputs import build_input
-from optsched.controller.names import PLAN_ID_LABEL, PODSET_LABEL, PRODUCT_LABEL
 from optsched.controller.records import PlacementRecord, PodSlot, record_from_decision
-from optsched.plan import Plan, PlanStatus, PodPlacement, PodSetPlacement, WorkloadDecision
+from optsched.model.names import PLAN_ID_LABEL, PODSET_LABEL, PRODUCT_LABEL
+from optsched.model.plan import Plan, PlanStatus, PodPlacement, PodSetPlacement, WorkloadDecision
 from tests.controller import objects as o
 
 NOW = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)

@@ -3,12 +3,12 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+from optsched import planning
 from optsched.controller.loop import Controller, Options
-from optsched.controller.names import PLACEMENT_ANNOTATION, PLAN_ID_LABEL
 from optsched.controller.records import record_of
 from optsched.errors import PlanValidationError
 from optsched.kube.writer import Writer
-from optsched.policies.registry import run_policy
+from optsched.model.names import PLACEMENT_ANNOTATION, PLAN_ID_LABEL
 from optsched.settings import Settings
 from tests.controller import objects as o
 
@@ -16,7 +16,7 @@ SETTINGS = Settings(time_limit_s=5, workers=1)
 
 
 def optimizer(snapshot):
-    return run_policy("optimizer", snapshot, SETTINGS)
+    return planning.plan(snapshot, SETTINGS, "optimizer")
 
 
 def controller(objects, pods=(), *, planner=optimizer, leader=True):

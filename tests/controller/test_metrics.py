@@ -3,7 +3,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from optsched.controller.metrics import Metrics
-from optsched.plan import Plan, PlanStatus, PlanSummary, ProductSummary
+from optsched.model.plan import Plan, PlanStatus, PlanSummary, ProductSummary
 
 
 def test_plan_figures_are_exported():

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from optsched.controller.names import GPUS_ANNOTATION, HOSTNAME_LABEL, POD_INDEX_ANNOTATION, SCHEDULING_GATE
 from optsched.controller.pinning import pins_for
 from optsched.controller.records import PlacementRecord, PodSlot
+from optsched.model.names import GPUS_ANNOTATION, HOSTNAME_LABEL, POD_INDEX_ANNOTATION, SCHEDULING_GATE
 from tests.controller import objects as o
 
 RECORD = PlacementRecord(

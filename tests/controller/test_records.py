@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from optsched.controller.names import PLACEMENT_ANNOTATION
 from optsched.controller.records import RecordError, plan_id_for, record_from_decision, record_of
-from optsched.plan import PodPlacement, PodSetPlacement, WorkloadDecision
+from optsched.model.names import PLACEMENT_ANNOTATION
+from optsched.model.plan import PodPlacement, PodSetPlacement, WorkloadDecision
 
 
 def decision(node: str = "n1") -> WorkloadDecision:

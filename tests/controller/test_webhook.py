@@ -3,8 +3,8 @@ from __future__ import annotations
 import base64
 import json
 
-from optsched.controller.names import PLAN_ID_LABEL, SCHEDULING_GATE
 from optsched.controller.webhook import mutate
+from optsched.model.names import PLAN_ID_LABEL, SCHEDULING_GATE
 
 
 def review(pod, operation="CREATE", kind="Pod"):

@@ -2,9 +2,10 @@
 
 import pytest
 
-from optsched.assignment import Placement
 from optsched.errors import InputError
-from optsched.model import (
+from optsched.model.placement import Placement
+from optsched.model.plan import PlanStatus
+from optsched.model.snapshot import (
     ClusterQueue,
     FlavorQuota,
     LocalQueue,
@@ -15,8 +16,7 @@ from optsched.model import (
     Snapshot,
     Workload,
 )
-from optsched.plan import PlanStatus
-from optsched.planbuild import build_plan
+from optsched.planning.build import build_plan
 from optsched.policies.choosers import BestFit, FirstFit
 from optsched.policies.greedy import greedy_placement, tas_placement
 from optsched.validate import check_plan

@@ -4,9 +4,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optsched.model import LocalQueue, NodeUsage, ResourceFlavor, Snapshot, Taint, Toleration
-from optsched.policies.registry import POLICIES, run_policy
-from optsched.state import ClusterState
+from optsched import planning
+from optsched.capacity.state import ClusterState
+from optsched.model.snapshot import LocalQueue, NodeUsage, ResourceFlavor, Snapshot, Taint, Toleration
+from optsched.planning import POLICIES
 from optsched.validate import check_plan
 from tests.builders import A100, RACK, gpu_queue, node, pods, snapshot, workload
 
@@ -82,7 +83,7 @@ def clusters(draw: st.DrawFn) -> Snapshot:
 @settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.sampled_from([p for p in POLICIES if p != "optimizer"]))
 def test_every_baseline_plan_is_valid(snap: Snapshot, policy: str) -> None:
-    plan = run_policy(policy, snap)
+    plan = planning.plan(snap, policy=policy)
     assert check_plan(snap, plan) == []
     assert len(plan.workloads) == len(snap.workloads)
     for decision in plan.deferred:

@@ -1,7 +1,7 @@
 """The quota ledger: nominal, borrowing limit, cohort lending and lending limits."""
 
-from optsched.model import ClusterQueue, FlavorQuota, ResourceGroup, ResourceQuota
-from optsched.policies.quota import UNLIMITED, QuotaLedger
+from optsched.kueue.quota import UNLIMITED, QuotaLedger
+from optsched.model.snapshot import ClusterQueue, FlavorQuota, ResourceGroup, ResourceQuota
 from tests.builders import gpu_queue, node, snapshot
 
 GPU = "nvidia.com/gpu"

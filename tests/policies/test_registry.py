@@ -2,9 +2,10 @@
 
 import pytest
 
+from optsched import planning
 from optsched.errors import InputError
-from optsched.plan import PlanStatus
-from optsched.policies.registry import POLICIES, run_policy
+from optsched.model.plan import PlanStatus
+from optsched.planning import POLICIES
 from optsched.settings import Settings
 from optsched.validate import check_plan
 from tests.builders import RACK, node, pods, snapshot, workload
@@ -22,7 +23,7 @@ SNAP = snapshot(
 
 def test_unknown_policy_names_the_valid_ones() -> None:
     with pytest.raises(InputError) as caught:
-        run_policy("worstfit", SNAP)
+        planning.plan(SNAP, policy="worstfit")
     message = str(caught.value)
     assert "unknown policy 'worstfit'" in message
     assert all(name in message for name in POLICIES)
@@ -31,7 +32,7 @@ def test_unknown_policy_names_the_valid_ones() -> None:
 
 @pytest.mark.parametrize("name", [p for p in POLICIES if p != "optimizer"])
 def test_baselines_give_valid_heuristic_plans(name: str) -> None:
-    plan = run_policy(name, SNAP)
+    plan = planning.plan(SNAP, policy=name)
     assert plan.status is PlanStatus.HEURISTIC
     assert plan.policy == name
     assert check_plan(SNAP, plan) == []
@@ -41,11 +42,11 @@ def test_baselines_give_valid_heuristic_plans(name: str) -> None:
 
 
 def test_policy_names_are_forgiving_about_case_and_dashes() -> None:
-    assert run_policy("Best-Fit", SNAP).policy == "bestfit"
+    assert planning.plan(SNAP, policy="Best-Fit").policy == "bestfit"
 
 
 def test_nothing_pending_gives_an_empty_plan() -> None:
-    plan = run_policy("bestfit", snapshot([node("n1")], []))
+    plan = planning.plan(snapshot([node("n1")], []), policy="bestfit")
     assert plan.status is PlanStatus.EMPTY
     assert plan.workloads == []
 
@@ -57,7 +58,7 @@ def test_settings_can_override_topology_levels() -> None:
         [node("n1", rack="r1", block="b1"), node("n2", rack="r1", block="b2")],
         [workload("gang", pods(2, 8, required_topology=RACK))],
     )
-    assert run_policy("firstfit", snap).admitted == []
+    assert planning.plan(snap, policy="firstfit").admitted == []
     flat = Settings(topology_levels=(RACK, "kubernetes.io/hostname"))
-    plan = run_policy("firstfit", snap, flat)
+    plan = planning.plan(snap, flat, "firstfit")
     assert [w.name for w in plan.admitted] == ["default/gang"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from optsched.model import NodeUsage, Snapshot
-from optsched.plan import Plan, PlanStatus, PlanSummary, PodPlacement, PodSetPlacement, WorkloadDecision
+from optsched.model.plan import Plan, PlanStatus, PlanSummary, PodPlacement, PodSetPlacement, WorkloadDecision
+from optsched.model.snapshot import NodeUsage, Snapshot
 from tests.builders import A100, T4, node, pods, snapshot, workload
 
 DEFER_REASON = "needs 32 H100 GPUs in one rack; the fullest rack has 16 free"

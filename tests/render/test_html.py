@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
-from optsched.model import Snapshot
-from optsched.plan import Plan
+from optsched.model.plan import Plan
+from optsched.model.snapshot import Snapshot
 from optsched.render.html import render_html
 from tests.render.conftest import DEFER_REASON
 

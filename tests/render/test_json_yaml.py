@@ -4,8 +4,8 @@ import json
 
 import yaml
 
-from optsched.model import Snapshot
-from optsched.plan import Plan
+from optsched.model.plan import Plan
+from optsched.model.snapshot import Snapshot
 from optsched.render.json import render_json
 from optsched.render.yaml import render_yaml
 

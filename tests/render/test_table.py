@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from optsched.model import Snapshot
-from optsched.plan import Plan, PlanStatus
+from optsched.model.plan import Plan, PlanStatus
+from optsched.model.snapshot import Snapshot
 from optsched.render.table import render_table
 from tests.render.conftest import DEFER_REASON
 

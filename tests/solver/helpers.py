@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from optsched.model import Snapshot
-from optsched.plan import Plan, PlanStatus
+from optsched import planning
+from optsched.model.plan import Plan, PlanStatus
+from optsched.model.snapshot import Snapshot
 from optsched.settings import Settings
-from optsched.solver import solve
 from optsched.validate import check_plan
 
 FAST = Settings(time_limit_s=5.0, workers=1, random_seed=7)
@@ -19,7 +19,7 @@ def plan_for(
     allow_fallback: bool = False,
 ) -> Plan:
     """Solve and insist the plan is valid (and came from the solver unless a fallback is expected)."""
-    plan = solve(snapshot, settings, previous)
+    plan = planning.plan(snapshot, settings, previous=previous, check=False)
     assert check_plan(snapshot, plan) == []
     if not allow_fallback:
         assert plan.status != PlanStatus.FALLBACK, plan.warnings

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from optsched.model import (
+from optsched.model.names import PRODUCT_LABEL
+from optsched.model.snapshot import (
     FULL_GPU_MILLI,
-    PRODUCT_LABEL,
     ClusterQueue,
     FlavorQuota,
     LocalQueue,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optsched.model import FULL_GPU_MILLI, Node, NodeUsage, Snapshot, Workload
-from optsched.plan import Plan
-from optsched.policies.registry import run_policy
+from optsched import planning
+from optsched.model.plan import Plan
+from optsched.model.snapshot import FULL_GPU_MILLI, Node, NodeUsage, Snapshot, Workload
 from optsched.validate import check_plan
 from tests.builders import A100, RACK, node, pods, snapshot, workload
 from tests.solver.helpers import FAST, plan_for
@@ -70,7 +70,7 @@ def test_plans_are_valid_and_never_worse_than_bestfit(snap: Snapshot, candidates
     plan = plan_for(snap, FAST.model_copy(update=tight))
     assert not any(w.startswith("internal:") for w in plan.warnings)
     assert plan.gap is None or plan.gap >= 0.0
-    greedy = run_policy("bestfit", snap)
+    greedy = planning.plan(snap, policy="bestfit")
     assert check_plan(snap, greedy) == []
     # Lexicographic per priority level, highest first: never behind BestFit.
     mine, theirs = gpus_by_priority(plan), gpus_by_priority(greedy)

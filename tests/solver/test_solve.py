@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from optsched.plan import PlanStatus
+from optsched.model.plan import PlanStatus
 from optsched.policies.choosers import BestFit
 from optsched.policies.greedy import greedy_placement
 from optsched.settings import Settings

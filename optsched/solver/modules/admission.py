@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from optsched.model import FULL_GPU_MILLI, PodRequest
+from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
 from optsched.settings import AgeingSettings
 from optsched.solver.context import ObjectiveTerm, SolverContext
 

@@ -15,9 +15,9 @@ from functools import partial
 
 from ortools.sat.python import cp_model
 
-from optsched.model import FULL_GPU_MILLI
+from optsched.capacity.fit import fresh_gpus, share_gpus, share_slots
+from optsched.model.snapshot import FULL_GPU_MILLI
 from optsched.solver.context import HintView, ObjectiveTerm, PodSetEntry, SolverContext
-from optsched.solver.modules.filtering import fresh_gpus, share_gpus, share_slots
 
 
 def _limit(model: cp_model.CpModel, terms: list[tuple[int, cp_model.IntVar, int]], free: int) -> None:

@@ -20,62 +20,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Hashable
 
-from optsched.filtering import flavors_of, node_verdict
-from optsched.fragmentation import request_key
-from optsched.model import FULL_GPU_MILLI, HOSTNAME_LABEL, PodRequest, PodSet, ResourceFlavor, Workload
+from optsched.capacity.eligibility import flavors_of, node_verdict
+from optsched.capacity.fit import pods_that_fit
+from optsched.capacity.fragmentation import request_key
+from optsched.capacity.state import NodeState
+from optsched.model.names import HOSTNAME_LABEL
+from optsched.model.snapshot import FULL_GPU_MILLI, PodSet, ResourceFlavor, Workload
 from optsched.solver.context import ObjectiveTerm, PodSetEntry, SolverContext, WorkloadEntry
-from optsched.state import NodeState
-
-
-def max_pods(node: NodeState, req: PodRequest, *, nvlink_required: bool = False) -> int:
-    """Most pods of ``req`` the node could take on its own, given what is free now."""
-    k = node.pods
-    if req.cpu_milli:
-        k = min(k, node.cpu // req.cpu_milli)
-    if req.memory_mib:
-        k = min(k, node.mem // req.memory_mib)
-    for name, amount in req.extended.items():
-        if amount > 0:
-            k = min(k, node.ext.get(name, 0) // amount)
-    if req.gpus and k > 0:
-        if req.is_share:
-            room = sum(share_slots(node, req, g) for g in share_gpus(node))
-            room += fresh_gpus(node) * share_slots(node, req, None)
-            k = min(k, room)
-        else:
-            k = min(k, node.whole_free // req.gpus)
-            if nvlink_required and req.gpus > 1:
-                # Where in-use GPUs have unknown indices no island can be promised, even on a
-                # one-island board: check_plan refuses NVLink pods without GPU indices.
-                if not node.indices_known:
-                    return 0
-                free = set(node.fully_free_gpus())
-                k = min(k, sum(len(free.intersection(i)) // req.gpus for i in node.islands))
-    return max(0, k)
-
-
-def share_gpus(node: NodeState) -> list[int]:
-    """Partly used GPUs with room left: shares there are placed on a known index."""
-    return [
-        gpu
-        for gpu in range(node.gpu_count)
-        if node.healthy[gpu] and node.gpu_milli[gpu] > 0 and not node.is_fully_free(gpu)
-    ]
-
-
-def fresh_gpus(node: NodeState) -> int:
-    """Untouched GPUs a share may open (only where every GPU index is known)."""
-    return len(node.fully_free_gpus()) if node.indices_known else 0
-
-
-def share_slots(node: NodeState, req: PodRequest, gpu: int | None) -> int:
-    """Pods of a share request one GPU can hold (``None``: an untouched GPU)."""
-    milli = FULL_GPU_MILLI if gpu is None else node.gpu_milli[gpu]
-    mem = node.gpu_mem_total if gpu is None else node.gpu_mem[gpu]
-    k = milli // req.gpu_milli if req.gpu_milli > 0 else 1 << 20
-    if req.gpu_mem_mib > 0:
-        k = min(k, mem // req.gpu_mem_mib)
-    return max(0, k)
 
 
 class NodeFiltering:
@@ -141,7 +92,9 @@ class NodeFiltering:
         req = pod_set.request
         key = (request_key(req), pod_set.nvlink_required)
         if key not in self._ub:
-            self._ub[key] = [max_pods(n, req, nvlink_required=pod_set.nvlink_required) for n in ctx.nodes]
+            self._ub[key] = [
+                pods_that_fit(n, req, nvlink_required=pod_set.nvlink_required) for n in ctx.nodes
+            ]
         return self._ub[key]
 
     def _usable(

@@ -20,7 +20,7 @@ from collections import Counter
 
 from ortools.sat.python import cp_model
 
-from optsched.model import FULL_GPU_MILLI
+from optsched.model.snapshot import FULL_GPU_MILLI
 from optsched.solver.context import HintRule, HintView, ObjectiveTerm, SolverContext
 
 PACKING_RANK = (2, 0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from optsched.filtering import product_of
 from optsched.solver.context import ObjectiveTerm, SolverContext, any_of
 
 
@@ -26,7 +25,7 @@ class OneProduct:
             gpu_sets = [ps for ps in entry.pod_sets if ps.request.gpus]
             if not gpu_sets or all(ps.pod_set.allow_mixed_products for ps in gpu_sets):
                 continue
-            products = sorted({product_of(ctx.node(n)) for ps in gpu_sets for n in ps.nodes})
+            products = sorted({ctx.node(n).product for ps in gpu_sets for n in ps.nodes})
             if len(products) < 2:
                 continue
             chosen = {p: model.new_bool_var(f"product[{entry.index},{p}]") for p in products}
@@ -34,7 +33,7 @@ class OneProduct:
             on: dict[str, list[cp_model.IntVar]] = {p: [] for p in products}
             for ps in gpu_sets:
                 for pos, n in enumerate(ps.nodes):
-                    product = product_of(ctx.node(n))
+                    product = ctx.node(n).product
                     model.add(ps.y[pos] <= ps.ub[pos] * chosen[product])
                     on[product].append(ps.y[pos])
             for product, var in chosen.items():

@@ -7,7 +7,7 @@ and the cohort's slack -- the sum over members of unused lendable quota
 (``min(lendingLimit, nominal - usage)``, at least 0) minus borrowing
 (``usage - nominal``, at least 0) -- stays at or above where the snapshot had it
 (0, or lower if the cohort was already over-committed). This is the rule the
-greedy baselines apply (``optsched.policies.quota``), so a greedy plan is always
+greedy baselines apply (``optsched.kueue.quota``), so a greedy plan is always
 feasible here. Workloads with a reservation already hold their quota and are
 only restricted to their reserved flavor (done in node filtering).
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from optsched.policies.quota import QuotaLedger, pod_quota_amounts, quota_of
+from optsched.kueue.quota import QuotaLedger, pod_quota_amounts, quota_of
 from optsched.solver.context import HintRule, HintView, ObjectiveTerm, PodSetEntry, SolverContext
 
 

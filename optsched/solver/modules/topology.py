@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from optsched.model import HOSTNAME_LABEL
+from optsched.model.names import HOSTNAME_LABEL
 from optsched.solver.context import ObjectiveTerm, SolverContext, WorkloadEntry, any_of
 from optsched.solver.modules.nvlink import TOPOLOGY_RANK
 

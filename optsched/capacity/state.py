@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from optsched.model import FULL_GPU_MILLI, Node, NodeUsage, PodRequest, Snapshot
+from optsched.model.snapshot import FULL_GPU_MILLI, Node, NodeUsage, PodRequest, Snapshot
 
 
 @dataclass

@@ -10,29 +10,30 @@ from datetime import UTC, datetime
 from typing import Any
 
 from optsched.errors import InputError
-from optsched.ingest.fields import describe, get_int, get_list, get_map, get_str, string_map
-from optsched.ingest.pods import pod_request
-from optsched.ingest.scheduling import parse_required_affinity, parse_taints, parse_tolerations
-from optsched.model import (
+from optsched.kueue import workload_status as ws
+from optsched.model.names import (
     ALLOW_MIXED_ANNOTATION,
+    KUEUE_PREFERRED_TOPOLOGY_ANNOTATION,
+    KUEUE_REQUIRED_TOPOLOGY_ANNOTATION,
     NVLINK_ANNOTATION,
     OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION,
     OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION,
-    PREFERRED_TOPOLOGY_ANNOTATION,
-    REQUIRED_TOPOLOGY_ANNOTATION,
-    CheckState,
+)
+from optsched.model.snapshot import (
     ClusterQueue,
     FlavorQuota,
     LocalQueue,
     PodSet,
-    QuotaReservation,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
     Topology,
     Workload,
 )
-from optsched.quantity import count, cpu_milli, memory_mib
+from optsched.snapshot.fields import describe, get_int, get_list, get_map, get_str, string_map
+from optsched.snapshot.pods import pod_request
+from optsched.snapshot.quantity import count, cpu_milli, memory_mib
+from optsched.snapshot.scheduling import parse_required_affinity, parse_taints, parse_tolerations
 
 
 def quota_amount(resource: str, value: Any, *, obj: dict[str, Any], field: str) -> int:
@@ -44,13 +45,6 @@ def quota_amount(resource: str, value: Any, *, obj: dict[str, Any], field: str) 
         return count(value)
     except InputError as exc:
         raise InputError(exc.detail, obj=describe(obj), field=field) from None
-
-
-def _condition(obj: dict[str, Any], kind: str) -> bool:
-    return any(
-        isinstance(c, dict) and c.get("type") == kind and c.get("status") == "True"
-        for c in get_list(obj, "status.conditions")
-    )
 
 
 def _created(obj: dict[str, Any]) -> datetime:
@@ -65,15 +59,17 @@ def _created(obj: dict[str, Any]) -> datetime:
         ) from None
 
 
-def workload_state(obj: dict[str, Any]) -> str:
-    """``pending``, ``admitted``, ``finished`` or ``inactive``."""
-    if _condition(obj, "Finished"):
-        return "finished"
-    if get_map(obj, "spec").get("active") is False:
-        return "inactive"
-    if _condition(obj, "Admitted"):
-        return "admitted"
-    return "pending"
+def _check_status_fields(obj: dict[str, Any]) -> None:
+    """Name a status field of the wrong type (Kueue's own status is read by ``workload_status``)."""
+    get_list(obj, "status.conditions")
+    get_list(obj, "status.admissionChecks")
+    get_map(obj, "status.admission")
+
+
+def workload_state(obj: dict[str, Any]) -> ws.Lifecycle:
+    """Pending, admitted, finished or inactive; a status field of the wrong type is an InputError."""
+    _check_status_fields(obj)
+    return ws.lifecycle(obj)
 
 
 def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
@@ -107,12 +103,12 @@ def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
     topology_request = raw.get("topologyRequest") or {}
     required = (
         topology_request.get("required")
-        or annotations.get(REQUIRED_TOPOLOGY_ANNOTATION)
+        or annotations.get(KUEUE_REQUIRED_TOPOLOGY_ANNOTATION)
         or annotations.get(OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION)
     )
     preferred = (
         topology_request.get("preferred")
-        or annotations.get(PREFERRED_TOPOLOGY_ANNOTATION)
+        or annotations.get(KUEUE_PREFERRED_TOPOLOGY_ANNOTATION)
         or annotations.get(OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION)
     )
     return PodSet(
@@ -134,38 +130,12 @@ def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
     )
 
 
-def _reservation(obj: dict[str, Any]) -> QuotaReservation | None:
-    if not _condition(obj, "QuotaReserved"):
-        return None
-    admission = get_map(obj, "status.admission")
-    cluster_queue = admission.get("clusterQueue")
-    if not cluster_queue:
-        return None
-    flavors: dict[str, dict[str, str]] = {}
-    counts: dict[str, int] = {}
-    for assignment in admission.get("podSetAssignments") or []:
-        if not isinstance(assignment, dict):
-            continue
-        name = str(assignment.get("name") or "main")
-        flavors[name] = {str(k): str(v) for k, v in (assignment.get("flavors") or {}).items()}
-        if isinstance(assignment.get("count"), int):
-            counts[name] = assignment["count"]
-    return QuotaReservation(cluster_queue=str(cluster_queue), flavors=flavors, counts=counts)
-
-
 def parse_workload(obj: dict[str, Any]) -> Workload:
     pod_sets_raw = get_list(obj, "spec.podSets", required=True)
     if not pod_sets_raw:
         raise InputError("must list at least one PodSet", obj=describe(obj), field="spec.podSets")
-    checks = {}
-    for check in get_list(obj, "status.admissionChecks"):
-        if (
-            isinstance(check, dict)
-            and check.get("name")
-            and check.get("state") in CheckState._value2member_map_
-        ):
-            checks[str(check["name"])] = CheckState(check["state"])
-    reservation = _reservation(obj)
+    _check_status_fields(obj)
+    reservation = ws.reservation(obj)
     return Workload(
         namespace=get_str(obj, "metadata.namespace", default="default"),
         name=get_str(obj, "metadata.name", required=True),
@@ -176,7 +146,7 @@ def parse_workload(obj: dict[str, Any]) -> Workload:
         created=_created(obj),
         pod_sets=tuple(_pod_set(obj, raw, i) for i, raw in enumerate(pod_sets_raw)),
         reservation=reservation,
-        admission_checks=checks,
+        admission_checks=ws.check_states(obj),
     )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from optsched.errors import InputError
-from optsched.ingest.fields import describe
-from optsched.model import NodeSelectorTerm, SelectorRequirement, Taint, Toleration
+from optsched.model.snapshot import NodeSelectorTerm, SelectorRequirement, Taint, Toleration
+from optsched.snapshot.fields import describe
 
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")

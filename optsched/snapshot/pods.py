@@ -6,17 +6,16 @@ import math
 from typing import Any
 
 from optsched.errors import InputError
-from optsched.ingest.fields import describe
-from optsched.model import (
-    FULL_GPU_MILLI,
+from optsched.model.names import (
     GPU_CORES_RESOURCE,
     GPU_MEM_RESOURCE,
     GPU_RESOURCE,
     GPUS_ANNOTATION,
     MIG_PREFIX,
-    PodRequest,
 )
-from optsched.quantity import count, cpu_milli, memory_mib
+from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
+from optsched.snapshot.fields import describe
+from optsched.snapshot.quantity import count, cpu_milli, memory_mib
 
 _GPU_KEYS = (GPU_RESOURCE, GPU_MEM_RESOURCE, GPU_CORES_RESOURCE)
 

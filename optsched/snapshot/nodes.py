@@ -6,20 +6,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optsched.errors import InputError
-from optsched.ingest.fields import describe, get_list, get_map, get_str, string_map
-from optsched.ingest.pods import gpu_indices, is_terminal, pod_request, share_milli_for_usage
-from optsched.ingest.scheduling import parse_taints
-from optsched.model import (
-    FULL_GPU_MILLI,
+from optsched.model.names import (
     GPU_MEMORY_LABEL,
     GPU_RESOURCE,
     GPU_TOPOLOGY_ANNOTATION,
     MIG_PREFIX,
     PRODUCT_LABEL,
-    Node,
-    NodeUsage,
 )
-from optsched.quantity import count, cpu_milli, memory_mib
+from optsched.model.snapshot import FULL_GPU_MILLI, Node, NodeUsage
+from optsched.snapshot.fields import describe, get_list, get_map, get_str, string_map
+from optsched.snapshot.pods import gpu_indices, is_terminal, pod_request, share_milli_for_usage
+from optsched.snapshot.quantity import count, cpu_milli, memory_mib
+from optsched.snapshot.scheduling import parse_taints
 from optsched.topology.gpu_topology import no_nvlink, parse_gpu_topology
 
 

@@ -13,13 +13,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from optsched.errors import PlanValidationError
-from optsched.model import (
-    FULL_GPU_MILLI,
+from optsched.model.names import (
     GPU_CORES_RESOURCE,
     GPU_MEM_RESOURCE,
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     PRODUCT_LABEL,
+)
+from optsched.model.plan import Plan, PodPlacement, PodSetPlacement
+from optsched.model.snapshot import (
+    FULL_GPU_MILLI,
     ClusterQueue,
     Node,
     PodSet,
@@ -30,7 +33,6 @@ from optsched.model import (
     Toleration,
     Workload,
 )
-from optsched.plan import Plan, PodPlacement, PodSetPlacement
 
 
 def assert_valid(snapshot: Snapshot, plan: Plan) -> None:

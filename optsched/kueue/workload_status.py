@@ -1,8 +1,12 @@
-"""Reading the admission state of raw Kueue Workload objects.
+"""Reading the state of raw Kueue Workload objects: the one place Kueue's status is interpreted.
 
+Conditions (``QuotaReserved``, ``Admitted``, ``Finished``), ``spec.active``, the
+admission-check entries and the quota reservation (``status.admission``) mean
+the same to the snapshot reader and to the controller, so both read them here.
 Kept tolerant on purpose: a controller sees every Workload in the cluster,
 including ones it does not manage and ones a user wrote by hand, and must
-never crash on a field of the wrong type.
+never crash on a field of the wrong type (the snapshot reader checks field
+types itself, to name a malformed one).
 """
 
 from __future__ import annotations
@@ -10,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
+
+from optsched.model.snapshot import CheckState, QuotaReservation
 
 
 def _map(value: Any) -> dict[str, Any]:
@@ -80,6 +87,59 @@ def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> Chec
                 has_pod_set_updates=bool(entry.get("podSetUpdates")),
             )
     return None
+
+
+def check_states(workload: Mapping[str, Any]) -> dict[str, CheckState]:
+    """Every admission-check entry with a state Kueue defines, by check name."""
+    out: dict[str, CheckState] = {}
+    for entry in _list(_map(workload.get("status")).get("admissionChecks")):
+        if (
+            isinstance(entry, dict)
+            and entry.get("name")
+            and entry.get("state") in CheckState._value2member_map_
+        ):
+            out[str(entry["name"])] = CheckState(entry["state"])
+    return out
+
+
+class Lifecycle(StrEnum):
+    """Where a Workload stands, as far as planning is concerned."""
+
+    PENDING = "pending"
+    ADMITTED = "admitted"
+    FINISHED = "finished"
+    INACTIVE = "inactive"
+
+
+def lifecycle(workload: Mapping[str, Any]) -> Lifecycle:
+    """Finished wins over inactive, which wins over admitted; anything else is pending."""
+    if is_finished(workload):
+        return Lifecycle.FINISHED
+    if not is_active(workload):
+        return Lifecycle.INACTIVE
+    if is_admitted(workload):
+        return Lifecycle.ADMITTED
+    return Lifecycle.PENDING
+
+
+def reservation(workload: Mapping[str, Any]) -> QuotaReservation | None:
+    """Kueue's quota reservation (``status.admission``) while ``QuotaReserved`` is True."""
+    if not holds_quota(workload):
+        return None
+    admission = _map(_map(workload.get("status")).get("admission"))
+    cluster_queue = admission.get("clusterQueue")
+    if not cluster_queue:
+        return None
+    flavors: dict[str, dict[str, str]] = {}
+    counts: dict[str, int] = {}
+    for assignment in _list(admission.get("podSetAssignments")):
+        if not isinstance(assignment, dict):
+            continue
+        name = str(assignment.get("name") or "main")
+        flavors[name] = {str(k): str(v) for k, v in _map(assignment.get("flavors")).items()}
+        if isinstance(assignment.get("count"), int) and not isinstance(assignment.get("count"), bool):
+            counts[name] = assignment["count"]
+    return QuotaReservation(cluster_queue=str(cluster_queue), flavors=flavors, counts=counts)
 
 
 def is_finished(workload: Mapping[str, Any]) -> bool:

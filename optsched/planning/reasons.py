@@ -11,15 +11,16 @@ the greedy baselines get the same explanations.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TypeVar, cast
+from typing import TypeVar
 
-from optsched.filtering import Candidates, flavors_of, node_verdict, product_of
-from optsched.model import FULL_GPU_MILLI, Node, PodSet, Snapshot, Workload
-from optsched.policies.quota import QuotaLedger, pod_quota_amounts, quota_of, scaled
-from optsched.state import ClusterState, NodeState
+from optsched.capacity.eligibility import CandidateCache, Candidates
+from optsched.capacity.fit import pods_that_fit
+from optsched.capacity.state import ClusterState, NodeState
+from optsched.kueue.quota import QuotaLedger, pod_quota_amounts, quota_of, scaled
+from optsched.model.snapshot import FULL_GPU_MILLI, Node, PodSet, Snapshot, Workload
 from optsched.topology.domains import domain_of
 
 MAX_NAMES = 3
@@ -46,66 +47,6 @@ def shape_key(ps: PodSet, cands: list[Candidates]) -> Hashable:
     )
 
 
-class CandidateCache:
-    """``filtering.candidates`` memoised by everything node filtering depends on.
-
-    Thousands of queued pods share a few shapes and selectors; filtering every
-    node once per shape instead of once per workload keeps the greedy
-    baselines and the deferral reasons linear in the cluster size.
-    """
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
-        self._memo: dict[Hashable, list[Candidates]] = {}
-        self._empty: dict[str, NodeState] = {}
-        self._answers: dict[Hashable, object] = {}
-        self._kept: dict[int, object] = {}
-
-    def get(self, workload: Workload, ps: PodSet) -> list[Candidates]:
-        flavors = flavors_of(self.snapshot, workload, ps)
-        req = ps.request
-        key = (
-            tuple(f.name if f is not None else None for f in flavors),
-            tuple(sorted(ps.node_selector.items())),
-            ps.affinity_terms,
-            ps.tolerations,
-            ps.nvlink_required,
-            (req.cpu_milli, req.memory_mib, req.gpus, req.gpu_mem_mib, tuple(sorted(req.extended.items()))),
-        )
-        hit = self._memo.get(key)
-        if hit is None:
-            hit = []
-            for flavor in flavors:
-                ok: list[Node] = []
-                excluded: dict[str, int] = {}
-                for node in self.snapshot.nodes:
-                    verdict = node_verdict(node, ps, flavor)
-                    if verdict.ok:
-                        ok.append(node)
-                    else:
-                        excluded[verdict.reason] = excluded.get(verdict.reason, 0) + 1
-                hit.append(Candidates(flavor, tuple(ok), excluded))
-            self._memo[key] = hit
-        return hit
-
-    def remember(self, key: Hashable, compute: Callable[[], _T]) -> _T:
-        """``compute()`` once per key (for answers that depend only on a PodSet's shape and a state)."""
-        if key not in self._answers:
-            self._answers[key] = compute()
-        return cast(_T, self._answers[key])
-
-    def keep(self, value: object) -> None:
-        """Hold ``value`` as long as the cache, so answers keyed by its ``id`` cannot go stale."""
-        self._kept.setdefault(id(value), value)
-
-    def empty_state(self, node: Node) -> NodeState:
-        """The node with nothing running (for "can this ever fit")."""
-        state = self._empty.get(node.name)
-        if state is None:
-            state = self._empty[node.name] = NodeState.from_node(node)
-        return state
-
-
 @dataclass
 class PlanContext:
     """What the plan did, for attributing capacity and quota to the work that took it."""
@@ -118,11 +59,6 @@ class PlanContext:
     admitted_flavors: dict[str, frozenset[str]] = field(default_factory=dict)
     """Workload key -> ResourceFlavors its admitted pods use (for quota attribution)."""
     cache: CandidateCache | None = None
-
-
-def queue_key(workload: Workload) -> tuple[int, float, str]:
-    """Kueue's queue order: higher priority first, then older first."""
-    return (-workload.priority, workload.created.timestamp(), workload.key)
 
 
 def explain_deferral(
@@ -200,17 +136,17 @@ def _scopes(snapshot: Snapshot, ps: PodSet, cands: list[Candidates]) -> list[tup
         if not nodes:
             continue
         if ps.request.gpus and not ps.allow_mixed_products:
-            products = sorted({product_of(n) for n in nodes})
+            products = sorted({n.product for n in nodes})
             for product in products:
-                out.append((product, [n for n in nodes if product_of(n) == product]))
+                out.append((product, [n for n in nodes if n.product == product]))
         else:
-            label = ",".join(sorted({product_of(n) for n in nodes if product_of(n)}))
+            label = ",".join(sorted({n.product for n in nodes if n.product}))
             out.append((label, nodes))
     return out
 
 
 def _state_key(node: NodeState) -> tuple[object, ...]:
-    """Everything :func:`pods_that_fit` reads of a node."""
+    """Everything :func:`~optsched.capacity.fit.pods_that_fit` reads of a node."""
     return (
         node.cpu,
         node.mem,
@@ -223,36 +159,8 @@ def _state_key(node: NodeState) -> tuple[object, ...]:
     )
 
 
-def pods_that_fit(node: NodeState, ps: PodSet, limit: int) -> int:
-    """How many pods of ``ps`` fit on ``node`` as it is (simulated on a copy), at most ``limit``."""
-    req = ps.request
-    if req.gpus and node.free_gpu_milli < req.gpu_milli_total:
-        return 0
-    if ps.nvlink_required and req.gpus > 1 and not node.indices_known:
-        return 0
-    if not node.fits_resources(req):
-        return 0
-    if not req.is_share and not (ps.nvlink_required and req.gpus > 1):
-        counts = [limit, node.pods]
-        if req.gpus:
-            counts.append(node.whole_free // req.gpus)
-        if req.cpu_milli:
-            counts.append(node.cpu // req.cpu_milli)
-        if req.memory_mib:
-            counts.append(node.mem // req.memory_mib)
-        counts.extend(node.ext.get(name, 0) // amount for name, amount in req.extended.items() if amount)
-        return max(0, min(counts))
-    work = node.copy()
-    placed = 0
-    while placed < limit and work.fits_resources(req):
-        gpus = work.choose_gpus(req)
-        if gpus is None:
-            break
-        if ps.nvlink_required and req.gpus > 1 and not work.in_one_island(gpus):
-            break
-        work.take(req, gpus)
-        placed += 1
-    return placed
+def _fits(node: NodeState, ps: PodSet, limit: int) -> int:
+    return pods_that_fit(node, ps.request, nvlink_required=ps.nvlink_required, limit=limit)
 
 
 def _free_gpus(nodes: Sequence[NodeState], ps: PodSet) -> float:
@@ -300,12 +208,12 @@ def _never_fits(snapshot: Snapshot, ps: PodSet, cands: list[Candidates], cache: 
             groups = _domains(snapshot, nodes, ps.required_topology, levels)
             for members in groups.values():
                 states = [cache.empty_state(n) for n in members]
-                if sum(pods_that_fit(s, ps, ps.needed) for s in states) >= ps.needed:
+                if sum(_fits(s, ps, ps.needed) for s in states) >= ps.needed:
                     return None
                 if _free_gpus(states, ps) >= best_total:
                     best_total, best_label = _free_gpus(states, ps), label
         else:
-            if sum(pods_that_fit(s, ps, ps.needed) for s in empty) >= ps.needed:
+            if sum(_fits(s, ps, ps.needed) for s in empty) >= ps.needed:
                 return None
             if _free_gpus(empty, ps) >= best_total:
                 best_total, best_label = _free_gpus(empty, ps), label
@@ -440,7 +348,7 @@ def _best_fit(
         # Many nodes are in the same free state; count pods once per state.
         key = _state_key(node)
         if key not in memo:
-            memo[key] = pods_that_fit(node, ps, ps.needed)
+            memo[key] = _fits(node, ps, ps.needed)
         return memo[key]
 
     best: _Fit | None = None
@@ -528,7 +436,7 @@ def _capacity_reasons(
     )
     # Queue order puts higher priority first, so both groups are prefixes of the takers.
     higher = bisect.bisect_left(keys, (-workload.priority,))
-    ahead = bisect.bisect_left(keys, queue_key(workload))
+    ahead = bisect.bisect_left(keys, workload.queue_key)
     if higher:
         reasons.append(f"capacity taken by higher-priority work ({_names(takers[:higher])})")
     elif ahead:
@@ -556,7 +464,7 @@ def _takers(
 ) -> tuple[list[tuple[int, float, str]], list[Workload]]:
     """Admitted workloads on any node of ``scope`` in queue order, with their queue keys."""
     found = sorted(
-        ((queue_key(w), w) for w, nodes in context.admitted if not nodes.isdisjoint(scope)),
+        ((w.queue_key, w) for w, nodes in context.admitted if not nodes.isdisjoint(scope)),
         key=lambda item: item[0],
     )
     return [k for k, _ in found], [w for _, w in found]

@@ -9,18 +9,14 @@ these answers; ``check_plan`` re-derives its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
-from optsched.model import (
-    PRODUCT_LABEL,
-    Node,
-    PodSet,
-    ResourceFlavor,
-    Snapshot,
-    Taint,
-    Toleration,
-    Workload,
-)
+from optsched.capacity.state import NodeState
+from optsched.model.snapshot import Node, PodSet, ResourceFlavor, Snapshot, Taint, Toleration, Workload
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -102,10 +98,6 @@ def node_verdict(node: Node, pod_set: PodSet, flavor: ResourceFlavor | None) -> 
     return Verdict(True)
 
 
-def product_of(node: Node) -> str:
-    return node.gpu_product or node.labels.get(PRODUCT_LABEL, "")
-
-
 @dataclass(frozen=True)
 class Candidates:
     """Nodes a PodSet may use (per flavor) and a count of why the others are excluded."""
@@ -117,15 +109,65 @@ class Candidates:
 
 def candidates(snapshot: Snapshot, workload: Workload, pod_set: PodSet) -> list[Candidates]:
     """Eligible nodes per allowed flavor, in flavor order."""
-    out = []
-    for flavor in flavors_of(snapshot, workload, pod_set):
-        ok: list[Node] = []
-        excluded: dict[str, int] = {}
-        for node in snapshot.nodes:
-            verdict = node_verdict(node, pod_set, flavor)
-            if verdict.ok:
-                ok.append(node)
-            else:
-                excluded[verdict.reason] = excluded.get(verdict.reason, 0) + 1
-        out.append(Candidates(flavor, tuple(ok), excluded))
-    return out
+    return [_eligible(snapshot, flavor, pod_set) for flavor in flavors_of(snapshot, workload, pod_set)]
+
+
+def _eligible(snapshot: Snapshot, flavor: ResourceFlavor | None, pod_set: PodSet) -> Candidates:
+    ok: list[Node] = []
+    excluded: dict[str, int] = {}
+    for node in snapshot.nodes:
+        verdict = node_verdict(node, pod_set, flavor)
+        if verdict.ok:
+            ok.append(node)
+        else:
+            excluded[verdict.reason] = excluded.get(verdict.reason, 0) + 1
+    return Candidates(flavor, tuple(ok), excluded)
+
+
+class CandidateCache:
+    """:func:`candidates` memoised by everything node filtering depends on.
+
+    Thousands of queued pods share a few shapes and selectors; filtering every
+    node once per shape instead of once per workload keeps the greedy
+    baselines and the deferral reasons linear in the cluster size.
+    """
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._memo: dict[Hashable, list[Candidates]] = {}
+        self._empty: dict[str, NodeState] = {}
+        self._answers: dict[Hashable, object] = {}
+        self._kept: dict[int, object] = {}
+
+    def get(self, workload: Workload, ps: PodSet) -> list[Candidates]:
+        flavors = flavors_of(self.snapshot, workload, ps)
+        req = ps.request
+        key = (
+            tuple(f.name if f is not None else None for f in flavors),
+            tuple(sorted(ps.node_selector.items())),
+            ps.affinity_terms,
+            ps.tolerations,
+            ps.nvlink_required,
+            (req.cpu_milli, req.memory_mib, req.gpus, req.gpu_mem_mib, tuple(sorted(req.extended.items()))),
+        )
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = [_eligible(self.snapshot, flavor, ps) for flavor in flavors]
+        return hit
+
+    def remember(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()`` once per key (for answers that depend only on a PodSet's shape and a state)."""
+        if key not in self._answers:
+            self._answers[key] = compute()
+        return cast(_T, self._answers[key])
+
+    def keep(self, value: object) -> None:
+        """Hold ``value`` as long as the cache, so answers keyed by its ``id`` cannot go stale."""
+        self._kept.setdefault(id(value), value)
+
+    def empty_state(self, node: Node) -> NodeState:
+        """The node with nothing running (for "can this ever fit")."""
+        state = self._empty.get(node.name)
+        if state is None:
+            state = self._empty[node.name] = NodeState.from_node(node)
+        return state

@@ -17,15 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from optsched.model import (
-    GPU_CORES_RESOURCE,
-    GPU_MEM_RESOURCE,
-    GPU_RESOURCE,
-    ClusterQueue,
-    PodRequest,
-    ResourceQuota,
-    Snapshot,
-)
+from optsched.model.names import GPU_CORES_RESOURCE, GPU_MEM_RESOURCE, GPU_RESOURCE
+from optsched.model.snapshot import ClusterQueue, PodRequest, ResourceQuota, Snapshot
 
 UNLIMITED = 1 << 62
 

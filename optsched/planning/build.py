@@ -1,4 +1,4 @@
-"""Turn a raw :class:`~optsched.assignment.Placement` into the :class:`~optsched.plan.Plan` users read.
+"""Turn a raw :class:`~optsched.model.placement.Placement` into the :class:`~optsched.model.plan.Plan`.
 
 Every policy (the optimizer and each greedy baseline) ends here, so every
 plan has the same shape: one decision per pending workload, pods by PodSet
@@ -9,12 +9,13 @@ comparable on the same snapshot.
 
 from __future__ import annotations
 
-from optsched.assignment import Placement, WorkloadAssignment
-from optsched.explain import CandidateCache, PlanContext, explain_deferral, queue_key
-from optsched.filtering import product_of
-from optsched.fragmentation import Shape, cluster_fragmentation, stranded_gpus, typical_shapes
-from optsched.model import DEFAULT_TOPOLOGY_LEVELS, FULL_GPU_MILLI, PodRequest, Snapshot, Workload
-from optsched.plan import (
+from optsched.capacity.eligibility import CandidateCache
+from optsched.capacity.fragmentation import Shape, cluster_fragmentation, stranded_gpus, typical_shapes
+from optsched.capacity.state import ClusterState
+from optsched.kueue.quota import QuotaLedger, pod_quota_amounts, scaled
+from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS
+from optsched.model.placement import Placement, WorkloadAssignment
+from optsched.model.plan import (
     Plan,
     PlanStatus,
     PlanSummary,
@@ -23,8 +24,8 @@ from optsched.plan import (
     ProductSummary,
     WorkloadDecision,
 )
-from optsched.policies.quota import QuotaLedger, pod_quota_amounts, scaled
-from optsched.state import ClusterState
+from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest, Snapshot, Workload
+from optsched.planning.reasons import PlanContext, explain_deferral
 from optsched.topology.domains import rack_level
 
 DEFAULT_RACK_LEVEL = DEFAULT_TOPOLOGY_LEVELS[1]
@@ -103,7 +104,7 @@ def build_plan(
     before = ClusterState.from_snapshot(snapshot)
     after = before.copy()
     build_warnings = apply_placement(snapshot, placement, after)
-    ordered = sorted(snapshot.workloads, key=queue_key)
+    ordered = sorted(snapshot.workloads, key=lambda w: w.queue_key)
     context = PlanContext(
         state_before=before,
         ledger_after=quota_after(snapshot, placement),
@@ -250,7 +251,7 @@ def _by_product(
     products: dict[str, list[str]] = {}
     for node in snapshot.nodes:
         if node.gpu_count:
-            products.setdefault(product_of(node) or "unknown", []).append(node.name)
+            products.setdefault(node.product or "unknown", []).append(node.name)
     out = []
     for product, names in sorted(products.items()):
         members = set(names)

@@ -1,7 +1,7 @@
 """A raw placement: which pod of which PodSet goes to which node and GPUs.
 
 Every policy (the optimizer and the greedy baselines) produces one of these;
-``optsched.planbuild.build_plan`` turns it into a :class:`~optsched.plan.Plan`
+``optsched.planning.build.build_plan`` turns it into a :class:`~optsched.model.plan.Plan`
 with summary and reasons, and ``optsched.validate.check_plan`` checks it.
 """
 

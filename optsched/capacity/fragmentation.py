@@ -26,8 +26,8 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
-from optsched.model import FULL_GPU_MILLI, PodRequest
-from optsched.state import ClusterState, NodeState
+from optsched.capacity.state import ClusterState, NodeState
+from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
 
 Shape = tuple[PodRequest, float]
 """A typical task: its request and its popularity weight (weights sum to 1)."""

@@ -14,32 +14,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_MEM_RESOURCE = "nvidia.com/gpumem"
-GPU_CORES_RESOURCE = "nvidia.com/gpucores"
-MIG_PREFIX = "nvidia.com/mig-"
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
-CLIQUE_LABEL = "nvidia.com/gpu.clique"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-GPU_TOPOLOGY_ANNOTATION = "optsched.io/gpu-topology"
-GPUS_ANNOTATION = "optsched.io/gpus"
-NVLINK_ANNOTATION = "optsched.io/nvlink"
-ALLOW_MIXED_ANNOTATION = "optsched.io/allow-mixed-gpu-products"
-REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
-OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION = "optsched.io/required-topology"
-"""optsched's own spelling, for queues whose flavors Kueue TAS must not place (Kueue demands a TAS
-flavor for any PodSet carrying its topology annotations)."""
-OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION = "optsched.io/preferred-topology"
-
-DEFAULT_TOPOLOGY_LEVELS: tuple[str, ...] = (
-    "cloud.provider.com/topology-block",
-    "cloud.provider.com/topology-rack",
-    HOSTNAME_LABEL,
-)
+from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, PRODUCT_LABEL
 
 FULL_GPU_MILLI = 1000
+"""A whole GPU in the planner's unit of GPU compute (thousandths of a GPU)."""
 
 
 class Frozen(BaseModel):
@@ -132,6 +110,11 @@ class Node(Frozen):
             if gpu in island:
                 return number
         return -1
+
+    @property
+    def product(self) -> str:
+        """The GPU product (GFD's ``nvidia.com/gpu.product``); empty for a node without GPU labels."""
+        return self.gpu_product or self.labels.get(PRODUCT_LABEL, "")
 
     @property
     def healthy_gpus(self) -> tuple[int, ...]:
@@ -245,6 +228,11 @@ class Workload(Frozen):
     def gpu_demand(self) -> float:
         """GPUs the workload needs to start (minCount where set)."""
         return sum(ps.needed * ps.request.gpu_equivalent for ps in self.pod_sets)
+
+    @property
+    def queue_key(self) -> tuple[int, float, str]:
+        """Kueue's queue order: higher priority first, then older first (then by name, to be total)."""
+        return (-self.priority, self.created.timestamp(), self.key)
 
 
 class ResourceQuota(Frozen):

@@ -1,0 +1,80 @@
+"""How many pods of one request a node can take as it is now: one formula for every caller.
+
+The solver bounds its count variables with it, the greedy baselines test
+topology domains with it, and the deferral reasons count with it, so "fits"
+means the same to all three. Pods of one request are identical, so the count
+is a minimum over what each resource allows:
+
+* CPU, memory, pod slots and extended resources (MIG slices);
+* whole GPUs: the free whole GPUs (index-unknown usage subtracted), divided by
+  the GPUs per pod; for ``nvlink: required`` pods, the sum over NVLink islands
+  of what each island holds (a pod never spans two), and none at all where
+  in-use GPUs have unknown indices (no island can be promised there);
+* GPU shares: on every partly used GPU, as many shares as its free compute and
+  memory hold, plus, where every GPU index is known, as many as an untouched
+  GPU holds for each untouched GPU.
+"""
+
+from __future__ import annotations
+
+from optsched.capacity.state import NodeState
+from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
+
+UNBOUNDED_SHARES = 1 << 20
+"""Shares one GPU holds of a request that asks for neither compute nor memory."""
+
+
+def pods_that_fit(
+    node: NodeState, req: PodRequest, *, nvlink_required: bool = False, limit: int | None = None
+) -> int:
+    """Most pods of ``req`` the node could take on its own, given what is free now (at most ``limit``)."""
+    if not node.fits_resources(req) or (req.gpus and node.free_gpu_milli < req.gpu_milli_total):
+        return 0
+    k = node.pods if limit is None else min(node.pods, limit)
+    if req.cpu_milli:
+        k = min(k, node.cpu // req.cpu_milli)
+    if req.memory_mib:
+        k = min(k, node.mem // req.memory_mib)
+    for name, amount in req.extended.items():
+        if amount > 0:
+            k = min(k, node.ext.get(name, 0) // amount)
+    if req.gpus and k > 0:
+        k = min(k, _gpu_room(node, req, nvlink_required=nvlink_required))
+    return max(0, k)
+
+
+def _gpu_room(node: NodeState, req: PodRequest, *, nvlink_required: bool) -> int:
+    if req.is_share:
+        room = sum(share_slots(node, req, g) for g in share_gpus(node))
+        return room + fresh_gpus(node) * share_slots(node, req, None)
+    room = node.whole_free // req.gpus
+    if nvlink_required and req.gpus > 1:
+        if not node.indices_known:
+            return 0
+        free = set(node.fully_free_gpus())
+        room = min(room, sum(len(free.intersection(island)) // req.gpus for island in node.islands))
+    return room
+
+
+def share_gpus(node: NodeState) -> list[int]:
+    """Partly used GPUs with room left: shares there are placed on a known index."""
+    return [
+        gpu
+        for gpu in range(node.gpu_count)
+        if node.healthy[gpu] and node.gpu_milli[gpu] > 0 and not node.is_fully_free(gpu)
+    ]
+
+
+def fresh_gpus(node: NodeState) -> int:
+    """Untouched GPUs a share may open (only where every GPU index is known)."""
+    return len(node.fully_free_gpus()) if node.indices_known else 0
+
+
+def share_slots(node: NodeState, req: PodRequest, gpu: int | None) -> int:
+    """Pods of a share request one GPU can hold (``None``: an untouched GPU)."""
+    milli = FULL_GPU_MILLI if gpu is None else node.gpu_milli[gpu]
+    mem = node.gpu_mem_total if gpu is None else node.gpu_mem[gpu]
+    k = milli // req.gpu_milli if req.gpu_milli > 0 else UNBOUNDED_SHARES
+    if req.gpu_mem_mib > 0:
+        k = min(k, mem // req.gpu_mem_mib)
+    return max(0, k)

@@ -1,1 +1,0 @@
-"""Turning Kubernetes and Kueue objects (plain dicts) into the frozen snapshot model."""

@@ -1,0 +1,85 @@
+"""Every label, annotation, scheduling gate, resource and API name optsched reads or writes.
+
+One module, so the snapshot reader, the controller, the webhook and the
+manifests cannot drift apart. Names say whose convention they follow:
+``KUEUE_*`` are Kueue's, ``OPTSCHED_*`` and the other ``optsched.io/`` keys are
+ours, the ``nvidia.com/`` keys are NVIDIA GPU Feature Discovery's and its
+device plugin's (HAMi's for shares), the rest are Kubernetes'.
+"""
+
+from __future__ import annotations
+
+# -- Kubernetes ------------------------------------------------------------------------------------
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+"""On pods of an indexed Job (label, and annotation on older releases)."""
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+# -- NVIDIA (GPU Feature Discovery, device plugin) and HAMi shares --------------------------------
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_MEM_RESOURCE = "nvidia.com/gpumem"
+"""HAMi: MiB of GPU memory for a share of one GPU."""
+GPU_CORES_RESOURCE = "nvidia.com/gpucores"
+"""HAMi: percent of one GPU's compute for a share."""
+MIG_PREFIX = "nvidia.com/mig-"
+"""MIG slices as NVIDIA's mixed strategy names them, e.g. ``nvidia.com/mig-1g.10gb``."""
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+
+# -- Kueue ----------------------------------------------------------------------------------------
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+"""The storage version since Kueue 0.16: what optsched writes."""
+KUEUE_VERSIONS: tuple[str, ...] = (KUEUE_VERSION, "v1beta1")
+"""What optsched reads, newest first (v1beta1 is still served)."""
+KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
+KUEUE_REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+
+DEFAULT_TOPOLOGY_LEVELS: tuple[str, ...] = (
+    "cloud.provider.com/topology-block",
+    "cloud.provider.com/topology-rack",
+    HOSTNAME_LABEL,
+)
+"""Topology levels, coarsest first, where no Kueue ``Topology`` applies (Kueue's documented example)."""
+
+# -- optsched: what users write on their workloads and nodes --------------------------------------
+
+GPU_TOPOLOGY_ANNOTATION = "optsched.io/gpu-topology"
+"""On a Node, written by the node agent: NVLink islands, NUMA and unhealthy GPUs (JSON)."""
+NVLINK_ANNOTATION = "optsched.io/nvlink"
+"""On a pod template: ``required`` makes one NVLink island per pod a hard constraint."""
+ALLOW_MIXED_ANNOTATION = "optsched.io/allow-mixed-gpu-products"
+OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION = "optsched.io/required-topology"
+"""Pod template: all pods of the PodSet in one domain of this level (a node label).
+
+optsched's spelling of Kueue's ``kueue.x-k8s.io/podset-required-topology``, for
+queues whose flavors Kueue TAS must not place: Kueue demands a TAS flavor for
+any PodSet carrying its own topology annotations.
+"""
+OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION = "optsched.io/preferred-topology"
+
+# -- optsched: what the controller writes ---------------------------------------------------------
+
+DEFAULT_CHECK_NAME = "optsched"
+DEFAULT_CONTROLLER_NAME = "optsched.io/placement"
+"""``spec.controllerName`` of our AdmissionChecks."""
+FIELD_MANAGER = "optsched"
+
+SCHEDULING_GATE = "optsched.io/placement"
+"""Held by every pod of a workload optsched admitted, until the pod is pinned to its node."""
+PLACEMENT_ANNOTATION = "optsched.io/placement"
+"""On the Workload: the per-pod placement (JSON), written before our check turns Ready."""
+PLAN_ID_LABEL = "optsched.io/plan-id"
+"""Added to every pod of an admitted workload through podSetUpdates; ties a pod to its placement."""
+PODSET_LABEL = "optsched.io/podset"
+"""Added per PodSet through podSetUpdates, so a pod's PodSet is known without relying on Kueue's label."""
+POD_INDEX_ANNOTATION = "optsched.io/pod-index"
+"""On a pinned pod: which entry of its PodSet's placement it took (makes re-pinning impossible)."""
+GPUS_ANNOTATION = "optsched.io/gpus"
+"""On a pinned pod: the GPU indices the plan gave it (``"0,1"``)."""

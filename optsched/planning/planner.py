@@ -1,0 +1,115 @@
+"""``plan``: the one way from a snapshot to a checked plan, for the CLI, the controller and benchmarks.
+
+Every policy, the optimizer and each greedy baseline, produces a placement of
+the same snapshot; :func:`~optsched.planning.build.build_plan` turns it into a
+:class:`~optsched.model.plan.Plan` with the same filters, gang and quota rules,
+reasons and summary, which is what makes "optimizer vs. BestFit" a fair
+comparison. The plan is then checked by the independent validator against the
+snapshot as planned (the settings' topology override applied), so no caller
+can validate against the wrong one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from optsched.capacity.fragmentation import typical_shapes
+from optsched.errors import InputError
+from optsched.model.placement import Placement
+from optsched.model.plan import Plan, PlanStatus
+from optsched.model.snapshot import Snapshot
+from optsched.planning.build import build_plan, pending_requests
+from optsched.policies.choosers import make_chooser
+from optsched.policies.greedy import greedy_placement, tas_placement
+from optsched.settings import Settings
+from optsched.solver import solve
+from optsched.validate import assert_valid
+
+OPTIMIZER = "optimizer"
+POLICIES = (OPTIMIZER, "firstfit", "bestfit", "fgd", "tas", "leastallocated")
+
+
+def _chooser_policy(name: str) -> Callable[[Snapshot], Placement]:
+    def run(snapshot: Snapshot) -> Placement:
+        shapes = typical_shapes(pending_requests(snapshot)) if name == "fgd" else []
+        return greedy_placement(snapshot, make_chooser(name, shapes))
+
+    return run
+
+
+_BASELINES: dict[str, Callable[[Snapshot], Placement]] = {
+    "firstfit": _chooser_policy("firstfit"),
+    "bestfit": _chooser_policy("bestfit"),
+    "fgd": _chooser_policy("fgd"),
+    "leastallocated": _chooser_policy("leastallocated"),
+    "tas": tas_placement,
+}
+
+
+def policy_name(name: str) -> str:
+    """The canonical name of a policy (``Best-Fit`` -> ``bestfit``); an unknown one is bad input."""
+    key = name.strip().lower().replace("-", "").replace("_", "")
+    if key not in POLICIES:
+        raise InputError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}", field="policy")
+    return key
+
+
+def effective_snapshot(snapshot: Snapshot, settings: Settings | None) -> Snapshot:
+    """The snapshot as planned under ``settings`` (topology level override applied)."""
+    if settings is not None and settings.topology_levels:
+        return snapshot.model_copy(update={"default_topology_levels": tuple(settings.topology_levels)})
+    return snapshot
+
+
+def plan(
+    snapshot: Snapshot,
+    settings: Settings | None = None,
+    policy: str = OPTIMIZER,
+    *,
+    previous: Plan | None = None,
+    check: bool = True,
+) -> Plan:
+    """Plan ``snapshot`` with the named policy (see :data:`POLICIES`).
+
+    With ``check`` (the default) the plan has passed ``check_plan``; a violation
+    raises :class:`~optsched.errors.PlanValidationError`, because an invalid
+    plan is a bug and must never be shown or applied. ``check=False`` is for
+    callers that report violations themselves (the side-by-side comparison and
+    the benchmarks, which count invalid plans). ``previous`` is the plan of the
+    last cycle, which the optimizer's stability stage keeps close to.
+    """
+    key = policy_name(policy)
+    planned = effective_snapshot(snapshot, settings)
+    result = _optimize(planned, settings, previous) if key == OPTIMIZER else _baseline(key, planned)
+    if check:
+        assert_valid(planned, result)
+    return result
+
+
+def _optimize(snapshot: Snapshot, settings: Settings | None, previous: Plan | None) -> Plan:
+    solved = solve(snapshot, settings, previous)
+    built_at = time.perf_counter()
+    planned = build_plan(
+        snapshot,
+        solved.placement,
+        status=solved.status,
+        policy=OPTIMIZER,
+        solve_seconds=solved.seconds,
+        objective=solved.objective,
+        bound=solved.bound,
+        gap=solved.gap,
+        warnings=list(solved.warnings),
+    )
+    if not solved.log:
+        return planned
+    log = [*solved.log, f"plan (summary, reasons) built in {time.perf_counter() - built_at:.2f}s"]
+    return planned.model_copy(update={"solver_log": log})
+
+
+def _baseline(key: str, snapshot: Snapshot) -> Plan:
+    started = time.perf_counter()
+    placement = _BASELINES[key](snapshot)
+    seconds = time.perf_counter() - started
+    status = PlanStatus.HEURISTIC if snapshot.workloads else PlanStatus.EMPTY
+    return build_plan(snapshot, placement, status=status, policy=key, solve_seconds=round(seconds, 4))

@@ -1,0 +1,103 @@
+"""Building the frozen :class:`~optsched.model.snapshot.Snapshot` from raw Kubernetes and Kueue objects.
+
+Nodes, the usage of bound pods, pending Workloads and the Kueue queue objects
+are parsed here, once; other kinds are ignored. ``load_snapshot`` reads a file
+(:mod:`optsched.snapshot.documents`) and builds from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from optsched.errors import InputError
+from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, KUEUE_GROUP
+from optsched.model.snapshot import Node, Snapshot
+from optsched.snapshot.documents import read_documents
+from optsched.snapshot.fields import describe
+from optsched.snapshot.kueue_objects import (
+    parse_cluster_queue,
+    parse_local_queue,
+    parse_resource_flavor,
+    parse_topology,
+    parse_workload,
+    workload_state,
+)
+from optsched.snapshot.nodes import node_usage, parse_node
+
+KUEUE_KINDS = ("Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "AdmissionCheck")
+
+
+def _group(obj: dict[str, Any]) -> str:
+    api_version = str(obj.get("apiVersion", ""))
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
+def snapshot_from_objects(
+    objects: Iterable[dict[str, Any]],
+    *,
+    source: str = "",
+    default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS,
+) -> Snapshot:
+    """Build and validate the frozen snapshot from raw objects (other kinds are ignored)."""
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for obj in objects:
+        kind = str(obj.get("kind"))
+        if kind in KUEUE_KINDS and _group(obj) != KUEUE_GROUP:
+            continue
+        by_kind.setdefault(kind, []).append(obj)
+
+    def each(kind: str, parse: Any) -> list[Any]:
+        out = []
+        for obj in by_kind.get(kind, []):
+            try:
+                out.append(parse(obj))
+            except InputError as exc:
+                raise exc.located(source=source, obj=describe(obj)) from None
+        return out
+
+    warnings: list[str] = []
+    nodes: list[Node] = []
+    for obj in by_kind.get("Node", []):
+        try:
+            node, node_warnings = parse_node(obj)
+        except InputError as exc:
+            raise exc.located(source=source, obj=describe(obj)) from None
+        warnings.extend(node_warnings)
+        if node is not None:
+            nodes.append(node)
+    try:
+        usage, usage_warnings = node_usage({n.name: n for n in nodes}, by_kind.get("Pod", []))
+    except InputError as exc:
+        raise exc.located(source=source) from None
+    warnings.extend(usage_warnings)
+    pending = []
+    for obj in by_kind.get("Workload", []):
+        try:
+            if workload_state(obj) == "pending":
+                pending.append(parse_workload(obj))
+        except InputError as exc:
+            raise exc.located(source=source, obj=describe(obj)) from None
+    pending.sort(key=lambda w: w.queue_key)
+    return Snapshot(
+        nodes=tuple(sorted(nodes, key=lambda n: n.name)),
+        usage=usage,
+        workloads=tuple(pending),
+        cluster_queues=tuple(each("ClusterQueue", parse_cluster_queue)),
+        local_queues=tuple(each("LocalQueue", parse_local_queue)),
+        flavors=tuple(each("ResourceFlavor", parse_resource_flavor)),
+        topologies=tuple(each("Topology", parse_topology)),
+        default_topology_levels=default_topology_levels,
+        warnings=tuple(warnings),
+        source=source,
+    )
+
+
+def load_snapshot(
+    path: str | Path, *, default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS
+) -> Snapshot:
+    """Read a snapshot file; every problem is an :class:`InputError` naming file, object and field."""
+    return snapshot_from_objects(
+        read_documents(path), source=str(path), default_topology_levels=default_topology_levels
+    )
