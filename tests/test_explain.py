@@ -1,7 +1,7 @@
 """Deferral reasons: each blocking constraint named, with the numbers, on the smallest case."""
 
 from optsched.capacity.state import ClusterState
-from optsched.model.placement import Placement, PodAssignment, WorkloadAssignment
+from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
 from optsched.model.plan import PlanStatus
 from optsched.model.snapshot import (
     ClusterQueue,
@@ -96,7 +96,11 @@ def test_gpus_spread_over_nodes() -> None:
 def plan_reasons(snap: Snapshot, admitted: dict[str, list[str]], key: str) -> list[str]:
     placement = Placement(
         admitted={
-            k: WorkloadAssignment(pods={"main": [PodAssignment(n, tuple(range(8))) for n in nodes]})
+            k: WorkloadAssignment(
+                pods={
+                    "main": [PodPlacement(index=i, node=n, gpus=tuple(range(8))) for i, n in enumerate(nodes)]
+                }
+            )
             for k, nodes in admitted.items()
         }
     )
@@ -133,7 +137,8 @@ def test_quota_used_by_the_plan_is_attributed() -> None:
     placement = Placement(
         admitted={
             "default/first": WorkloadAssignment(
-                pods={"main": [PodAssignment("n1", tuple(range(8)))]}, flavors={"main": "default"}
+                pods={"main": [PodPlacement(index=0, node="n1", gpus=tuple(range(8)))]},
+                flavors={"main": "default"},
             )
         }
     )

@@ -1,6 +1,6 @@
 """build_plan: one decision per pending workload, and a summary computed by hand."""
 
-from optsched.model.placement import Placement, PodAssignment, WorkloadAssignment
+from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
 from optsched.model.plan import PlanStatus
 from optsched.model.snapshot import NodeUsage
 from optsched.planning.build import build_plan
@@ -10,7 +10,10 @@ from tests.builders import node as make_node
 
 def admit(pods_: dict[str, list[tuple[str, tuple[int, ...] | None]]]) -> WorkloadAssignment:
     return WorkloadAssignment(
-        pods={ps: [PodAssignment(n, g) for n, g in placed] for ps, placed in pods_.items()},
+        pods={
+            ps: [PodPlacement(index=i, node=n, gpus=g) for i, (n, g) in enumerate(placed)]
+            for ps, placed in pods_.items()
+        },
         flavors=dict.fromkeys(pods_),
     )
 
@@ -24,10 +27,7 @@ def test_every_pending_workload_gets_a_decision_in_queue_order() -> None:
             workload("vip", pods(1, 8), priority=9),
         ],
     )
-    placement = Placement(
-        admitted={"default/early": admit({"main": [("n1", (0, 1)), ("n1", (2, 3))]})},
-        notes={"default/vip": ["beyond the planning window"]},
-    )
+    placement = Placement(admitted={"default/early": admit({"main": [("n1", (0, 1)), ("n1", (2, 3))]})})
     plan = build_plan(
         snap,
         placement,
@@ -38,13 +38,14 @@ def test_every_pending_workload_gets_a_decision_in_queue_order() -> None:
         bound=4.0,
         gap=0.0,
         warnings=["solver: hint rejected"],
+        beyond_window=["default/vip"],
     )
     assert [w.name for w in plan.workloads] == ["default/vip", "default/early", "default/late"]
     early = plan.decision("default/early")
     assert early is not None and early.decision == "admit" and early.gpus == 4.0
     assert [(p.index, p.node, p.gpus) for p in early.pod_sets[0].pods] == [
-        (0, "n1", [0, 1]),
-        (1, "n1", [2, 3]),
+        (0, "n1", (0, 1)),
+        (1, "n1", (2, 3)),
     ]
     vip = plan.decision("default/vip")
     assert vip is not None and vip.decision == "defer"

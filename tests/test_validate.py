@@ -5,7 +5,8 @@ from collections.abc import Sequence
 import pytest
 
 from optsched.errors import PlanValidationError
-from optsched.model.plan import Plan, PlanStatus, PodPlacement, PodSetPlacement, WorkloadDecision
+from optsched.model.placement import PodPlacement
+from optsched.model.plan import Plan, PlanStatus, PodSetPlacement, WorkloadDecision
 from optsched.model.snapshot import (
     ClusterQueue,
     LocalQueue,

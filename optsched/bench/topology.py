@@ -308,7 +308,7 @@ def _apply(
         for pod_set in decision.pod_sets:
             for pod in pod_set.pods:
                 node = state.by_name[pod.node]
-                gpus = pod.gpus
+                gpus = list(pod.gpus) if pod.gpus is not None else None
                 if gpus is None:
                     gpus = node.choose_gpus(PodRequest(gpus=_gpus_of(decision.gpus, len(pod_set.pods))))
                     if gpus is None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optsched.controller.inputs import completion_index, pod_set_of
-from optsched.controller.records import PlacementRecord, PodSlot, RecordError, record_of
+from optsched.controller.records import PlacementRecord, RecordError, record_of
 from optsched.kueue import workload_status as ks
 from optsched.model.names import (
     GPUS_ANNOTATION,
@@ -33,6 +33,7 @@ from optsched.model.names import (
     POD_INDEX_ANNOTATION,
     SCHEDULING_GATE,
 )
+from optsched.model.placement import PodPlacement
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class PodPin:
     resource_version: str
     plan_id: str
     pod_set: str
-    slot: PodSlot
+    slot: PodPlacement
     remaining_gates: tuple[dict[str, Any], ...]
 
     def patch(self) -> dict[str, Any]:
@@ -134,7 +135,7 @@ def pins_for(pods: Iterable[Mapping[str, Any]], records: Mapping[str, PlacementR
     return PinResult(pins=pins, waiting=waiting)
 
 
-def _pin(pod: Mapping[str, Any], plan_id: str, pod_set: str, slot: PodSlot) -> PodPin:
+def _pin(pod: Mapping[str, Any], plan_id: str, pod_set: str, slot: PodPlacement) -> PodPin:
     m = ks.meta(pod)
     return PodPin(
         namespace=str(m.get("namespace", "default")),

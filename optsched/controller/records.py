@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from optsched.model.names import PLACEMENT_ANNOTATION
+from optsched.model.placement import PodPlacement
 from optsched.model.plan import WorkloadDecision
 
 
@@ -29,17 +30,9 @@ class _Record(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
 
 
-class PodSlot(_Record):
-    """One planned pod: its index inside the PodSet, node and GPU indices."""
-
-    index: int = Field(ge=0)
-    node: str = Field(min_length=1)
-    gpus: tuple[int, ...] | None = None
-
-
 class PlacementRecord(_Record):
     plan_id: str = Field(min_length=1, max_length=63)
-    pod_sets: dict[str, tuple[PodSlot, ...]] = Field(default_factory=dict)
+    pod_sets: dict[str, tuple[PodPlacement, ...]] = Field(default_factory=dict)
     flavors: dict[str, str] = Field(default_factory=dict)
 
     def to_annotation(self) -> str:
@@ -49,7 +42,7 @@ class PlacementRecord(_Record):
             sort_keys=True,
         )
 
-    def slots(self, pod_set: str) -> tuple[PodSlot, ...]:
+    def slots(self, pod_set: str) -> tuple[PodPlacement, ...]:
         return self.pod_sets.get(pod_set, ())
 
     @property
@@ -91,12 +84,6 @@ def record_from_decision(uid: str, decision: WorkloadDecision) -> PlacementRecor
     """The record for an admitted workload decision."""
     return PlacementRecord(
         plan_id=plan_id_for(uid, decision),
-        pod_sets={
-            ps.name: tuple(
-                PodSlot(index=p.index, node=p.node, gpus=tuple(p.gpus) if p.gpus is not None else None)
-                for p in sorted(ps.pods, key=lambda p: p.index)
-            )
-            for ps in decision.pod_sets
-        },
+        pod_sets={ps.name: tuple(sorted(ps.pods, key=lambda p: p.index)) for ps in decision.pod_sets},
         flavors={ps.name: ps.flavor for ps in decision.pod_sets if ps.flavor},
     )

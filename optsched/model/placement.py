@@ -1,27 +1,38 @@
-"""A raw placement: which pod of which PodSet goes to which node and GPUs.
+"""Where pods go: one pod to one node and GPUs, and the raw placement every policy produces.
 
-Every policy (the optimizer and the greedy baselines) produces one of these;
-``optsched.planning.build.build_plan`` turns it into a :class:`~optsched.model.plan.Plan`
-with summary and reasons, and ``optsched.validate.check_plan`` checks it.
+:class:`PodPlacement` is the one "pod -> node + GPUs" value: policies place
+pods with it, the :class:`~optsched.model.plan.Plan` lists it, and the
+controller's placement record on a Workload stores it, so a placement is never
+converted between look-alike types on its way from the solver to a pinned pod.
+A :class:`Placement` is what a policy decides;
+``optsched.planning.build.build_plan`` turns it into the plan people read and
+``optsched.validate.check_plan`` checks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
 
-@dataclass(frozen=True)
-class PodAssignment:
-    node: str
-    gpus: tuple[int, ...] | None
-    """GPU indices, or None where the node's free indices are unknown."""
+
+class PodPlacement(BaseModel):
+    """One planned pod: its index inside its PodSet, its node and its GPU indices."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
+
+    index: int = Field(ge=0)
+    node: str = Field(min_length=1)
+    gpus: tuple[int, ...] | None = None
+    """GPU indices; ``None`` where the node's free indices are not known (left to the node)."""
 
 
 @dataclass
 class WorkloadAssignment:
     """Placement of one admitted workload: PodSet name -> pods in index order."""
 
-    pods: dict[str, list[PodAssignment]] = field(default_factory=dict)
+    pods: dict[str, list[PodPlacement]] = field(default_factory=dict)
     flavors: dict[str, str | None] = field(default_factory=dict)
     """PodSet name -> ResourceFlavor used (None where no flavor applies)."""
 
@@ -31,5 +42,3 @@ class Placement:
     """Admitted workloads by ``namespace/name``; everything else pending is deferred."""
 
     admitted: dict[str, WorkloadAssignment] = field(default_factory=dict)
-    notes: dict[str, list[str]] = field(default_factory=dict)
-    """Workload key -> policy-specific reasons for a deferral (added to the plan's reasons)."""

@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from optsched.model.placement import PodPlacement
+
 
 class PlanModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
@@ -26,13 +28,6 @@ class PlanStatus(StrEnum):
     """A baseline policy produced the plan on purpose."""
     EMPTY = "EMPTY"
     """Nothing was pending."""
-
-
-class PodPlacement(PlanModel):
-    index: int
-    node: str
-    gpus: list[int] | None = None
-    """GPU indices; ``None`` where the node's free indices are not known."""
 
 
 class PodSetPlacement(PlanModel):

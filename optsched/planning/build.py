@@ -9,6 +9,8 @@ comparable on the same snapshot.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from optsched.capacity.eligibility import CandidateCache
 from optsched.capacity.fragmentation import Shape, cluster_fragmentation, stranded_gpus, typical_shapes
 from optsched.capacity.state import ClusterState
@@ -19,13 +21,12 @@ from optsched.model.plan import (
     Plan,
     PlanStatus,
     PlanSummary,
-    PodPlacement,
     PodSetPlacement,
     ProductSummary,
     WorkloadDecision,
 )
 from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest, Snapshot, Workload
-from optsched.planning.reasons import PlanContext, explain_deferral
+from optsched.planning.reasons import BEYOND_WINDOW, PlanContext, explain_deferral
 from optsched.topology.domains import rack_level
 
 DEFAULT_RACK_LEVEL = DEFAULT_TOPOLOGY_LEVELS[1]
@@ -99,6 +100,7 @@ def build_plan(
     bound: float | None = None,
     gap: float | None = None,
     warnings: list[str] | None = None,
+    beyond_window: Collection[str] = (),
 ) -> Plan:
     """The plan for ``placement``: decisions in queue order, reasons, summary and warnings."""
     before = ClusterState.from_snapshot(snapshot)
@@ -118,10 +120,10 @@ def build_plan(
     decisions = []
     for workload in ordered:
         assignment = placement.admitted.get(workload.key)
-        notes = list(placement.notes.get(workload.key, []))
         if assignment is not None:
-            decisions.append(_admit(workload, assignment, notes))
+            decisions.append(_admit(workload, assignment))
             continue
+        notes = [BEYOND_WINDOW] if workload.key in beyond_window else []
         reasons = notes + [
             r for r in explain_deferral(snapshot, workload, after, context=context) if r not in notes
         ]
@@ -146,7 +148,7 @@ def _nodes_of(assignment: WorkloadAssignment) -> frozenset[str]:
     return frozenset(pod.node for pods in assignment.pods.values() for pod in pods)
 
 
-def _admit(workload: Workload, assignment: WorkloadAssignment, notes: list[str]) -> WorkloadDecision:
+def _admit(workload: Workload, assignment: WorkloadAssignment) -> WorkloadDecision:
     pod_sets = []
     gpus = 0.0
     for ps in workload.pod_sets:
@@ -156,10 +158,7 @@ def _admit(workload: Workload, assignment: WorkloadAssignment, notes: list[str])
             PodSetPlacement(
                 name=ps.name,
                 flavor=assignment.flavors.get(ps.name),
-                pods=[
-                    PodPlacement(index=i, node=p.node, gpus=list(p.gpus) if p.gpus is not None else None)
-                    for i, p in enumerate(pods)
-                ],
+                pods=list(pods),
             )
         )
     return WorkloadDecision(
@@ -167,7 +166,6 @@ def _admit(workload: Workload, assignment: WorkloadAssignment, notes: list[str])
         decision="admit",
         priority=workload.priority,
         gpus=round(gpus, 3),
-        reasons=notes,
         pod_sets=pod_sets,
     )
 

@@ -100,6 +100,7 @@ def _optimize(snapshot: Snapshot, settings: Settings | None, previous: Plan | No
         bound=solved.bound,
         gap=solved.gap,
         warnings=list(solved.warnings),
+        beyond_window=solved.beyond_window,
     )
     if not solved.log:
         return planned

@@ -24,6 +24,7 @@ from optsched.model.snapshot import FULL_GPU_MILLI, Node, PodSet, Snapshot, Work
 from optsched.topology.domains import domain_of
 
 MAX_NAMES = 3
+BEYOND_WINDOW = "beyond the planning window"
 _T = TypeVar("_T")
 
 

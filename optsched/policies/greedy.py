@@ -24,7 +24,7 @@ from optsched.capacity.state import ClusterState, NodeState
 from optsched.errors import InputError
 from optsched.kueue.quota import QuotaLedger, pod_quota_amounts, scaled
 from optsched.model.names import HOSTNAME_LABEL
-from optsched.model.placement import Placement, PodAssignment, WorkloadAssignment
+from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
 from optsched.model.snapshot import FULL_GPU_MILLI, ClusterQueue, Node, PodRequest, PodSet, Snapshot, Workload
 from optsched.policies.base import NodeChooser
 from optsched.topology.domains import domain_of
@@ -230,7 +230,7 @@ class _Greedy:
         attempt: _Attempt,
         ledger: QuotaLedger | None,
         cq: ClusterQueue | None,
-    ) -> tuple[str | None, list[PodAssignment]] | None:
+    ) -> tuple[str | None, list[PodPlacement]] | None:
         for cand in cands:
             flavor = cand.flavor.name if cand.flavor is not None else None
             group = product if ps.request.gpus else None
@@ -287,7 +287,7 @@ class _Greedy:
         limit: int,
         attempt: _Attempt,
         levels: tuple[str, ...],
-    ) -> list[PodAssignment] | None:
+    ) -> list[PodPlacement] | None:
         try_levels, anywhere = self._levels_to_try(ps, levels)
         for level in try_levels:
             for domain in self._domains_best_fit(ps, states, level, levels):
@@ -324,11 +324,11 @@ class _Greedy:
 
     def _place_pods(
         self, ps: PodSet, states: list[NodeState], limit: int, attempt: _Attempt
-    ) -> list[PodAssignment] | None:
+    ) -> list[PodPlacement] | None:
         """Up to ``limit`` pods on ``states``; None (and nothing booked) if fewer than needed fit."""
         mark = len(attempt.booked)
         req = ps.request
-        placed: list[PodAssignment] = []
+        placed: list[PodPlacement] = []
         for _ in range(limit):
             choice = self._choose(ps, states)
             if choice is None:
@@ -336,7 +336,9 @@ class _Greedy:
             node, gpus = choice
             promise = node.indices_known or req.is_share or not req.gpus
             attempt.take(node, req, gpus)
-            placed.append(PodAssignment(node.name, tuple(gpus) if promise else None))
+            placed.append(
+                PodPlacement(index=len(placed), node=node.name, gpus=tuple(gpus) if promise else None)
+            )
         if len(placed) >= ps.needed:
             return placed
         attempt.rollback(mark)

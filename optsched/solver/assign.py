@@ -26,10 +26,12 @@ from collections.abc import Callable
 from ortools.sat.python import cp_model
 
 from optsched.capacity.state import NodeState
-from optsched.model.placement import Placement, PodAssignment, WorkloadAssignment
+from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
 from optsched.solver.context import PodSetEntry, SolverContext
 
 Value = Callable[[cp_model.IntVar], int]
+Pod = tuple[str, tuple[int, ...] | None]
+"""One pod as the node-by-node assignment makes it: node and GPU indices (its index comes last)."""
 
 
 class AssignmentError(RuntimeError):
@@ -38,7 +40,7 @@ class AssignmentError(RuntimeError):
 
 def build_placement(ctx: SolverContext, value: Value) -> Placement:
     placement = Placement()
-    pods: dict[int, list[PodAssignment]] = {}
+    pods: dict[int, list[Pod]] = {}
     on_node: dict[int, list[tuple[PodSetEntry, int]]] = {}
     admitted = {entry.index for entry in ctx.workloads if value(entry.admit)}
     for ps in ctx.pod_sets:
@@ -57,7 +59,9 @@ def build_placement(ctx: SolverContext, value: Value) -> Placement:
             continue
         assignment = WorkloadAssignment()
         for ps in entry.pod_sets:
-            assignment.pods[ps.pod_set.name] = pods[ps.index]
+            assignment.pods[ps.pod_set.name] = [
+                PodPlacement(index=i, node=node, gpus=gpus) for i, (node, gpus) in enumerate(pods[ps.index])
+            ]
             used = [ps.flavors[pos] for pos in range(len(ps.nodes)) if value(ps.y[pos])]
             assignment.flavors[ps.pod_set.name] = used[0] if used else (ps.flavors[0] if ps.flavors else None)
         placement.admitted[entry.workload.key] = assignment
@@ -66,10 +70,10 @@ def build_placement(ctx: SolverContext, value: Value) -> Placement:
 
 def _assign_node(
     ctx: SolverContext, n: int, items: list[tuple[PodSetEntry, int]], value: Value
-) -> dict[PodSetEntry, list[PodAssignment]]:
+) -> dict[PodSetEntry, list[Pod]]:
     state = ctx.nodes[n].copy()
     name = state.name
-    out: dict[PodSetEntry, list[PodAssignment]] = {ps: [] for ps, _ in items}
+    out: dict[PodSetEntry, list[Pod]] = {ps: [] for ps, _ in items}
     remaining = {ps: count for ps, count in items if ps.whole_gpus}
     if state.indices_known:
         # 1. In-island pods, per island and size, as the model counted them.
@@ -86,7 +90,7 @@ def _assign_node(
                         )
                     gpus = free[:g]
                     _book(state, ps, gpus)
-                    out[ps].append(PodAssignment(name, tuple(gpus)))
+                    out[ps].append((name, tuple(gpus)))
                     remaining[ps] -= 1
         # 2. The other whole-GPU pods, biggest first.
         for ps in sorted(remaining, key=lambda p: (-p.whole_gpus, p.index)):
@@ -97,7 +101,7 @@ def _assign_node(
                 if ps.pod_set.nvlink_required and not state.in_one_island(chosen):
                     raise AssignmentError(f"node {name}: {_label(ps)} needs one NVLink island")
                 _book(state, ps, chosen)
-                out[ps].append(PodAssignment(name, tuple(chosen)))
+                out[ps].append((name, tuple(chosen)))
     else:
         whole = sum(ps.whole_gpus * count for ps, count in remaining.items())
         if whole > state.whole_free:
@@ -105,7 +109,7 @@ def _assign_node(
         for ps, count in remaining.items():
             for _ in range(count):
                 _book(state, ps, [])
-                out[ps].append(PodAssignment(name, None))
+                out[ps].append((name, None))
     # 3. Shares: on the partly used GPU the model chose, or on an untouched GPU per opened slot.
     opened = sum(value(t) for t in ctx.fresh_slots.get(n, []))
     untouched = sorted(state.fully_free_gpus(), key=lambda g: (_island_free(state, g), g))
@@ -116,19 +120,19 @@ def _assign_node(
             if not ps.whole_gpus:
                 for _ in range(count):
                     _book(state, ps, [])
-                    out[ps].append(PodAssignment(name, ()))
+                    out[ps].append((name, ()))
             continue
         placed = 0
         for gpu, var in ctx.share_vars.get((ps.index, n), []):
             for _ in range(value(var)):
                 _book(state, ps, [gpu])
-                out[ps].append(PodAssignment(name, (gpu,)))
+                out[ps].append((name, (gpu,)))
                 placed += 1
         for j, var in enumerate(ctx.fresh_share_vars.get((ps.index, n), [])):
             for _ in range(value(var)):
                 gpu = untouched[j]
                 _book(state, ps, [gpu])
-                out[ps].append(PodAssignment(name, (gpu,)))
+                out[ps].append((name, (gpu,)))
                 placed += 1
         if placed != count:
             raise AssignmentError(f"node {name}: {_label(ps)} has {count} pods but {placed} shares")

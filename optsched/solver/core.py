@@ -42,7 +42,7 @@ from optsched.solver.modules.admission import ADMISSION_RANK
 from optsched.solver.report import admitted_vector, capacity_bounds, gpus_admitted, lex_less, report
 from optsched.solver.result import SolveResult
 from optsched.solver.stages import solve_stages
-from optsched.solver.window import BEYOND_WINDOW, choose_window
+from optsched.solver.window import choose_window
 
 
 def solve(
@@ -144,9 +144,7 @@ def solve(
         value = sum(theirs.values()) / FULL_GPU_MILLI
         if bound:
             gap = max(0.0, (bound - value) / bound)
-    for workload in ctx.beyond_window:
-        if workload.key not in placement.admitted:
-            placement.notes.setdefault(workload.key, []).append(BEYOND_WINDOW)
+    beyond = tuple(w.key for w in ctx.beyond_window if w.key not in placement.admitted)
     objective["gpus"] = round(gpus_admitted(ctx.snapshot, placement), 3)
     log = [
         f"greedy BestFit hint in {greedy_seconds:.2f}s",
@@ -169,6 +167,7 @@ def solve(
         gap=gap,
         warnings=tuple(warnings),
         log=tuple(log),
+        beyond_window=beyond,
     )
 
 

@@ -26,3 +26,5 @@ class SolveResult:
     warnings: tuple[str, ...] = ()
     log: tuple[str, ...] = ()
     """One line per phase of the solve, with its time (the plan's solver log)."""
+    beyond_window: tuple[str, ...] = ()
+    """Workloads past the planning window, deferred without being planned (keys)."""

@@ -14,8 +14,6 @@ from optsched.model.placement import Placement
 from optsched.model.snapshot import FULL_GPU_MILLI
 from optsched.solver.context import SolverContext
 
-BEYOND_WINDOW = "beyond the planning window"
-
 
 def choose_window(ctx: SolverContext, greedy: Placement) -> None:
     """The queue head whose GPU demand reaches window_factor x free GPUs, plus greedy/previous admissions."""

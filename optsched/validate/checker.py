@@ -20,7 +20,8 @@ from optsched.model.names import (
     HOSTNAME_LABEL,
     PRODUCT_LABEL,
 )
-from optsched.model.plan import Plan, PodPlacement, PodSetPlacement
+from optsched.model.placement import PodPlacement
+from optsched.model.plan import Plan, PodSetPlacement
 from optsched.model.snapshot import (
     FULL_GPU_MILLI,
     ClusterQueue,

@@ -4,9 +4,10 @@ from datetime import UTC, datetime, timedelta
 
 from optsched.controller.decide import DeferPolicy, decide, pod_set_updates, reason_category
 from optsched.controller.inputs import build_input
-from optsched.controller.records import PlacementRecord, PodSlot, record_from_decision
+from optsched.controller.records import PlacementRecord, record_from_decision
 from optsched.model.names import PLAN_ID_LABEL, PODSET_LABEL, PRODUCT_LABEL
-from optsched.model.plan import Plan, PlanStatus, PodPlacement, PodSetPlacement, WorkloadDecision
+from optsched.model.placement import PodPlacement
+from optsched.model.plan import Plan, PlanStatus, PodSetPlacement, WorkloadDecision
 from tests.controller import objects as o
 
 NOW = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
@@ -108,7 +109,7 @@ def test_workloads_without_our_check_are_ignored():
 
 
 def test_stale_record_after_eviction_is_dropped():
-    record = PlacementRecord(plan_id="p1", pod_sets={"main": (PodSlot(index=0, node="n1", gpus=(0,)),)})
+    record = PlacementRecord(plan_id="p1", pod_sets={"main": (PodPlacement(index=0, node="n1", gpus=(0,)),)})
     objects = [*o.base_objects(o.node("n1")), o.workload("a", reserved=False, record=record.to_annotation())]
     [action] = run(objects, None).actions
     assert action.kind == "drop-record" and action.drop_record and action.check is None
@@ -116,7 +117,7 @@ def test_stale_record_after_eviction_is_dropped():
 
 def test_ready_workload_whose_node_vanished_before_binding_is_replanned():
     record = PlacementRecord(
-        plan_id="p1", pod_sets={"main": (PodSlot(index=0, node="gone", gpus=(0, 1, 2, 3)),)}
+        plan_id="p1", pod_sets={"main": (PodPlacement(index=0, node="gone", gpus=(0, 1, 2, 3)),)}
     )
     objects = [
         *o.base_objects(o.node("n1")),
@@ -130,7 +131,9 @@ def test_ready_workload_whose_node_vanished_before_binding_is_replanned():
 
 
 def test_ready_workload_with_bound_pods_on_a_vanished_node_is_left_alone():
-    record = PlacementRecord(plan_id="p1", pod_sets={"main": (PodSlot(index=0, node="gone", gpus=None),)})
+    record = PlacementRecord(
+        plan_id="p1", pod_sets={"main": (PodPlacement(index=0, node="gone", gpus=None),)}
+    )
     objects = [
         *o.base_objects(o.node("n1")),
         o.workload("a", check="Ready", admitted=True, record=record.to_annotation()),
@@ -158,7 +161,7 @@ def test_invalid_workload_with_our_check_gets_the_problem_as_message():
 
 
 def test_product_selector_is_left_out_when_it_could_conflict():
-    record = PlacementRecord(plan_id="p1", pod_sets={"main": (PodSlot(index=0, node="n1"),)})
+    record = PlacementRecord(plan_id="p1", pod_sets={"main": (PodPlacement(index=0, node="n1"),)})
     wl = o.workload("a", node_selector={PRODUCT_LABEL: "something-else"})
     inp = build_input([*o.base_objects(o.node("n1")), wl], ["optsched"])
     [update] = pod_set_updates(record, wl, {n.name: n for n in inp.snapshot.nodes}, {})

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from optsched.controller.inputs import assumed_pods, build_input
-from optsched.controller.records import PlacementRecord, PodSlot
+from optsched.controller.records import PlacementRecord
+from optsched.model.placement import PodPlacement
 from tests.controller import objects as o
 
 
@@ -10,7 +11,7 @@ def record(node: str = "n1", count: int = 2) -> PlacementRecord:
         plan_id="p1",
         pod_sets={
             "main": tuple(
-                PodSlot(index=i, node=node, gpus=tuple(range(4 * i, 4 * i + 4))) for i in range(count)
+                PodPlacement(index=i, node=node, gpus=tuple(range(4 * i, 4 * i + 4))) for i in range(count)
             )
         },
     )

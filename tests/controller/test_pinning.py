@@ -1,17 +1,18 @@
 from __future__ import annotations
 
 from optsched.controller.pinning import pins_for
-from optsched.controller.records import PlacementRecord, PodSlot
+from optsched.controller.records import PlacementRecord
 from optsched.model.names import GPUS_ANNOTATION, HOSTNAME_LABEL, POD_INDEX_ANNOTATION, SCHEDULING_GATE
+from optsched.model.placement import PodPlacement
 from tests.controller import objects as o
 
 RECORD = PlacementRecord(
     plan_id="p1",
     pod_sets={
         "main": (
-            PodSlot(index=0, node="n1", gpus=(0, 1)),
-            PodSlot(index=1, node="n2", gpus=(2, 3)),
-            PodSlot(index=2, node="n3", gpus=None),
+            PodPlacement(index=0, node="n1", gpus=(0, 1)),
+            PodPlacement(index=1, node="n2", gpus=(2, 3)),
+            PodPlacement(index=2, node="n3", gpus=None),
         )
     },
 )

@@ -4,7 +4,8 @@ import pytest
 
 from optsched.controller.records import RecordError, plan_id_for, record_from_decision, record_of
 from optsched.model.names import PLACEMENT_ANNOTATION
-from optsched.model.plan import PodPlacement, PodSetPlacement, WorkloadDecision
+from optsched.model.placement import PodPlacement
+from optsched.model.plan import PodSetPlacement, WorkloadDecision
 
 
 def decision(node: str = "n1") -> WorkloadDecision:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from optsched.model.plan import Plan, PlanStatus, PlanSummary, PodPlacement, PodSetPlacement, WorkloadDecision
+from optsched.model.placement import PodPlacement
+from optsched.model.plan import Plan, PlanStatus, PlanSummary, PodSetPlacement, WorkloadDecision
 from optsched.model.snapshot import NodeUsage, Snapshot
 from tests.builders import A100, T4, node, pods, snapshot, workload
 

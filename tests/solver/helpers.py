@@ -36,7 +36,7 @@ def nodes_of(plan: Plan, name: str) -> list[str]:
     return [pod.node for ps in decision.pod_sets for pod in ps.pods]
 
 
-def gpus_of(plan: Plan, name: str) -> list[list[int] | None]:
+def gpus_of(plan: Plan, name: str) -> list[tuple[int, ...] | None]:
     decision = plan.decision(f"default/{name}")
     assert decision is not None
     return [pod.gpus for ps in decision.pod_sets for pod in ps.pods]

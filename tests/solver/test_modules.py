@@ -47,7 +47,7 @@ def test_shares_on_one_gpu_respect_compute_and_memory() -> None:
     )
     plan = plan_for(snap)
     assert len(admitted(plan)) == 2
-    assert all(gpus_of(plan, name) == [[0]] for name in admitted(plan))
+    assert all(gpus_of(plan, name) == [(0,)] for name in admitted(plan))
 
 
 def test_shares_never_exceed_one_gpu_of_compute() -> None:
