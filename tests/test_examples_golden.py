@@ -54,7 +54,7 @@ def test_high_priority_gangs_land_whole_and_in_place(small: Snapshot, small_plan
 
 
 def test_deferral_reasons_name_the_blocking_constraint(small_plan: Plan) -> None:
-    reasons = {short(w.name): " ".join(w.reasons) for w in small_plan.deferred}
+    reasons = {short(w.name): " ".join(r.message for r in w.reasons) for w in small_plan.deferred}
     assert "in one cloud.provider.com/topology-rack" in reasons["llm-giant-405b"]
     assert "quota" in reasons["t4-batch"]
     assert "nodeSelector nvidia.com/gpu.product=NVIDIA-GB200" in reasons["gb200-smoke"]

@@ -49,7 +49,8 @@ def test_every_pending_workload_gets_a_decision_in_queue_order() -> None:
     ]
     vip = plan.decision("default/vip")
     assert vip is not None and vip.decision == "defer"
-    assert vip.reasons[0] == "beyond the planning window"
+    assert vip.reasons[0].message == "beyond the planning window"
+    assert vip.reasons[0].code == "BeyondPlanningWindow"
     late = plan.decision("default/late")
     assert late is not None and late.decision == "defer" and late.reasons and late.pod_sets == []
     assert (plan.status, plan.policy, plan.solve_seconds, plan.bound, plan.gap) == (
@@ -135,5 +136,21 @@ def test_empty_placement_defers_everything_with_reasons() -> None:
     plan = build_plan(snap, Placement(), status=PlanStatus.HEURISTIC, policy="x")
     (decision,) = plan.workloads
     assert decision.decision == "defer"
-    assert decision.reasons == ["pod set main: pod needs 8 GPUs; the largest node has 4"]
+    assert [r.message for r in decision.reasons] == ["pod set main: pod needs 8 GPUs; the largest node has 4"]
     assert plan.summary.gpus_free_before == plan.summary.gpus_free_after == 4.0
+
+
+def test_each_decision_carries_the_node_filter_diagnosis() -> None:
+    t4 = make_node("t4-01", gpus=2, product="Tesla-T4")
+    snap = snapshot(
+        [make_node("n1"), make_node("n2", unhealthy=frozenset({3})), t4],
+        [workload("big", pods(1, 8)), workload("small", pods(1, 1))],
+    )
+    placement = Placement(admitted={"default/small": admit({"main": [("t4-01", (0,))]})})
+    plan = build_plan(snap, placement, status=PlanStatus.HEURISTIC, policy="x")
+    big, small = plan.decision("default/big"), plan.decision("default/small")
+    assert big is not None and small is not None
+    assert [(e.pod_set, e.flavor, e.eligible, e.excluded) for e in big.eligibility] == [
+        ("main", None, 1, {"has 7 healthy GPUs, pod needs 8": 1, "has 2 healthy GPUs, pod needs 8": 1})
+    ]
+    assert [(e.eligible, e.excluded) for e in small.eligibility] == [(3, {})]

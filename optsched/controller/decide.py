@@ -38,9 +38,11 @@ from optsched.controller.records import PlacementRecord, RecordError, record_fro
 from optsched.kueue import workload_status as ks
 from optsched.model.names import PLAN_ID_LABEL, POD_INDEX_ANNOTATION, PODSET_LABEL, PRODUCT_LABEL
 from optsched.model.plan import Plan, WorkloadDecision
+from optsched.model.reasons import Reason, ReasonCode
 from optsched.model.snapshot import Node, Snapshot
 
 MAX_MESSAGE = 1024
+NOT_PLANNED = Reason(code=ReasonCode.NOT_PLANNED, message="not in this cycle's plan")
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class WorkloadAction:
     drop_record: bool = False
     check: CheckUpdate | None = None
     reason: str = ""
-    """Short reason category (metrics label)."""
+    """Metrics label: the binding reason's code for a deferral or release, else what happened."""
 
     @property
     def key(self) -> str:
@@ -118,26 +120,6 @@ class Decisions:
 def _message(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
-
-
-def reason_category(reasons: Iterable[str]) -> str:
-    """A small label set for metrics from free-text reasons."""
-    text = " ".join(reasons).lower()
-    for word, label in (
-        ("quota", "quota"),
-        ("rack", "topology"),
-        ("block", "topology"),
-        ("island", "nvlink"),
-        ("nvlink", "nvlink"),
-        ("priority", "priority"),
-        ("product", "product"),
-        ("no node", "no-node"),
-        ("free", "capacity"),
-        ("gpu", "capacity"),
-    ):
-        if word in text:
-            return label
-    return "other"
 
 
 def pod_set_updates(
@@ -276,7 +258,11 @@ def decide(
             message = f"optsched cannot plan this workload: {errors[key]}"
             if entry.message != _message(message):
                 out.actions.append(
-                    ident.action(kind="defer", reason="invalid", check=update("Pending", message))
+                    ident.action(
+                        kind="defer",
+                        reason=ReasonCode.INVALID_WORKLOAD.value,
+                        check=update("Pending", message),
+                    )
                 )
             continue
         decision: WorkloadDecision | None = plan.decision(key) if plan is not None else None
@@ -292,14 +278,15 @@ def decide(
                 )
             )
             continue
-        reasons = list(decision.reasons) if decision is not None else ["not in this cycle's plan"]
+        reasons = list(decision.reasons) if decision is not None else [NOT_PLANNED]
         since = ks.quota_reserved_since(obj)
         waited = (now - since).total_seconds() if since is not None else 0.0
-        category = reason_category(reasons)
+        category = (reasons[0].code if reasons else ReasonCode.NOT_PLANNED).value
+        said = "; ".join(r.message for r in reasons)
         if waited >= policy.hold_seconds:
             message = (
                 f"optsched: deferred for {int(waited)}s, releasing quota and requeueing after "
-                f"{policy.retry_after_seconds}s: " + "; ".join(reasons)
+                f"{policy.retry_after_seconds}s: " + said
             )
             out.actions.append(
                 ident.action(
@@ -310,7 +297,7 @@ def decide(
                 )
             )
             continue
-        message = "optsched: waiting: " + "; ".join(reasons)
+        message = "optsched: waiting: " + said
         if record is not None or entry.message != _message(message):
             out.actions.append(
                 ident.action(

@@ -1,18 +1,18 @@
 """The plan: a value that says what to admit, where, and why the rest waits.
 
-Field names serialise in camelCase to match the JSON contract of
-``optsched plan --format json`` (BRIEF 2.5).
+Field names serialise in camelCase: this is the document ``optsched plan
+--format json`` prints (see docs/plan-format.md).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from optsched.model.placement import PodPlacement
+from optsched.model.reasons import Reason
 
 
 class PlanModel(BaseModel):
@@ -23,11 +23,30 @@ class PlanStatus(StrEnum):
     OPTIMAL = "OPTIMAL"
     FEASIBLE = "FEASIBLE"
     FALLBACK = "FALLBACK"
-    """The greedy path produced the plan (no solver solution in time, or a baseline policy)."""
+    """The optimizer returned the greedy BestFit plan (no solver solution in time, or the solver is off)."""
     HEURISTIC = "HEURISTIC"
     """A baseline policy produced the plan on purpose."""
     EMPTY = "EMPTY"
     """Nothing was pending."""
+
+
+class Decision(StrEnum):
+    ADMIT = "admit"
+    DEFER = "defer"
+
+
+class FlavorEligibility(PlanModel):
+    """How many nodes one PodSet may use in one flavor, and which node filter rules out the others.
+
+    Every node is either eligible or counted under the first filter it fails,
+    so ``eligible`` plus the excluded counts is the number of nodes.
+    """
+
+    pod_set: str
+    flavor: str | None = None
+    eligible: int
+    excluded: dict[str, int] = Field(default_factory=dict)
+    """Node filter (in words, e.g. ``nodeSelector nvidia.com/gpu.product=Tesla-T4``) -> nodes it excludes."""
 
 
 class PodSetPlacement(PlanModel):
@@ -39,12 +58,15 @@ class PodSetPlacement(PlanModel):
 class WorkloadDecision(PlanModel):
     name: str
     """``namespace/name``."""
-    decision: Literal["admit", "defer"]
+    decision: Decision
     priority: int = 0
     gpus: float = 0.0
     """GPUs the admitted pods take (shares counted by fraction)."""
-    reasons: list[str] = Field(default_factory=list)
+    reasons: list[Reason] = Field(default_factory=list)
+    """Why it waits, binding constraint first (empty for an admitted workload)."""
     pod_sets: list[PodSetPlacement] = Field(default_factory=list)
+    eligibility: list[FlavorEligibility] = Field(default_factory=list)
+    """Per PodSet and allowed flavor: the node-filter diagnosis behind the reasons."""
 
 
 class ProductSummary(PlanModel):
@@ -98,11 +120,11 @@ class Plan(PlanModel):
 
     @property
     def admitted(self) -> list[WorkloadDecision]:
-        return [w for w in self.workloads if w.decision == "admit"]
+        return [w for w in self.workloads if w.decision == Decision.ADMIT]
 
     @property
     def deferred(self) -> list[WorkloadDecision]:
-        return [w for w in self.workloads if w.decision == "defer"]
+        return [w for w in self.workloads if w.decision == Decision.DEFER]
 
     def to_json_dict(self) -> dict[str, object]:
         return self.model_dump(mode="json", by_alias=True, exclude={"solver_log"})

@@ -19,7 +19,8 @@ from optsched.errors import InputError
 from optsched.model.placement import Placement
 from optsched.model.plan import Plan, PlanStatus
 from optsched.model.snapshot import Snapshot
-from optsched.planning.build import build_plan, pending_requests
+from optsched.planning.build import build_plan
+from optsched.planning.summary import pending_requests
 from optsched.policies.choosers import make_chooser
 from optsched.policies.greedy import greedy_placement, tas_placement
 from optsched.settings import Settings

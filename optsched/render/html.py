@@ -238,7 +238,7 @@ def _tables(snapshot: Snapshot, plan: Plan, colours: dict[str, str]) -> str:
     if plan.deferred:
         out.append("<table><tr><th>workload</th><th>priority</th><th>pods x GPUs</th><th>reason</th></tr>")
         for d in plan.deferred:
-            reasons = "<br>".join(escape(r) for r in d.reasons) or "no reason recorded"
+            reasons = "<br>".join(escape(r.message) for r in d.reasons) or "no reason recorded"
             out.append(
                 f'<tr><td>{escape(d.name)}</td><td class="num">{d.priority}</td>'
                 f"<td>{escape(pods_by_gpus(d, by_key.get(d.name)))}</td><td>{reasons}</td></tr>"

@@ -1,4 +1,4 @@
-"""The JSON view: the plan exactly as BRIEF 2.5 defines it, for machines.
+"""The JSON view: the plan document of docs/plan-format.md, for machines.
 
 Key order follows the Plan model's field order, so diffs between runs stay
 readable; the snapshot is accepted for a uniform renderer signature.

@@ -7,8 +7,7 @@ cluster looks before and after. Plain aligned text; colour only on a TTY.
 
 from __future__ import annotations
 
-from optsched.capacity.eligibility import candidates
-from optsched.model.plan import Plan, PlanStatus
+from optsched.model.plan import FlavorEligibility, Plan, PlanStatus, WorkloadDecision
 from optsched.model.snapshot import Snapshot, Workload
 from optsched.render.facts import node_groups, pods_by_gpus, workloads_by_key
 from optsched.render.text import (
@@ -53,27 +52,28 @@ def _header(plan: Plan, color: bool) -> list[str]:
     return lines
 
 
-def _excluded_lines(snapshot: Snapshot, workload: Workload) -> list[str]:
-    """Why nodes are out of reach for each PodSet, before counting what is free.
+def _eligibility_lines(decision: WorkloadDecision) -> list[str]:
+    """Why nodes are out of reach for each PodSet, before counting what is free (from the plan).
 
     Flavors with no eligible node are folded into one line when another flavor
     has some, so a three-flavor queue does not triple the output.
     """
+    by_pod_set: dict[str, list[FlavorEligibility]] = {}
+    for entry in decision.eligibility:
+        by_pod_set.setdefault(entry.pod_set, []).append(entry)
     lines = []
-    total = len(snapshot.nodes)
-    for pod_set in workload.pod_sets:
-        per_flavor = candidates(snapshot, workload, pod_set)
-        usable = [c for c in per_flavor if c.nodes]
-        shown = usable or per_flavor
-        for cand in shown:
-            flavor = f" flavor {cand.flavor.name}" if cand.flavor is not None else ""
-            lines.append(f"podset {pod_set.name}{flavor}: {len(cand.nodes)} of {total} nodes eligible")
-            worst = sorted(cand.excluded.items(), key=lambda kv: (-kv[1], kv[0]))
+    for pod_set, per_flavor in by_pod_set.items():
+        usable = [e for e in per_flavor if e.eligible]
+        for entry in usable or per_flavor:
+            flavor = f" flavor {entry.flavor}" if entry.flavor is not None else ""
+            total = entry.eligible + sum(entry.excluded.values())
+            lines.append(f"podset {pod_set}{flavor}: {entry.eligible} of {total} nodes eligible")
+            worst = sorted(entry.excluded.items(), key=lambda kv: (-kv[1], kv[0]))
             lines += [f"  excluded {n} node{'s' if n != 1 else ''}: {reason}" for reason, n in worst]
-        empty = [c.flavor.name for c in per_flavor if not c.nodes and c.flavor is not None and usable]
+        empty = [e.flavor for e in per_flavor if not e.eligible and e.flavor is not None and usable]
         if empty:
             noun = "flavor" if len(empty) == 1 else "flavors"
-            lines.append(f"podset {pod_set.name}: no eligible node in {noun} {', '.join(empty)}")
+            lines.append(f"podset {pod_set}: no eligible node in {noun} {', '.join(empty)}")
     return lines
 
 
@@ -112,7 +112,7 @@ def _deferred_rows(
     reason_width = max(MIN_TEXT_WIDTH, width - used)
     rows = []
     for decision, row in zip(plan.deferred, fixed, strict=True):
-        reasons = decision.reasons or ["no reason recorded"]
+        reasons = [r.message for r in decision.reasons] or ["no reason recorded"]
         shown = reasons if explain else reasons[:1]
         text = "\n".join(_wrap_words(r, reason_width) for r in shown)
         if not explain and len(reasons) > 1:
@@ -151,17 +151,15 @@ def _summary(plan: Plan) -> list[str]:
     return out
 
 
-def _why_lines(snapshot: Snapshot, plan: Plan, by_key: dict[str, Workload], width: int) -> list[str]:
+def _why_lines(plan: Plan, width: int) -> list[str]:
     """Per workload: the policy's reasons and which nodes were out of reach and why."""
     lines = ["WHY (per workload: reasons, then nodes excluded before counting free capacity)"]
     for decision in plan.workloads:
         lines.append(f"  {decision.name}  {decision.decision}")
         for reason in decision.reasons:
-            first, *rest = _wrap_words(reason, max(MIN_TEXT_WIDTH, width - 6)).split("\n")
+            first, *rest = _wrap_words(reason.message, max(MIN_TEXT_WIDTH, width - 6)).split("\n")
             lines += [f"    {first}", *(f"      {line}" for line in rest)]
-        workload = by_key.get(decision.name)
-        if workload is not None:
-            lines += [f"    {line}" for line in _excluded_lines(snapshot, workload)]
+        lines += [f"    {line}" for line in _eligibility_lines(decision)]
     return lines
 
 
@@ -225,7 +223,7 @@ def render_table(
         out.append("  (none)")
     out += ["", paint("SUMMARY (before -> after)", "bold", color), *_summary(plan)]
     if explain:
-        out += ["", *_why_lines(snapshot, plan, by_key, width), "", *_stage_lines(plan)]
+        out += ["", *_why_lines(plan, width), "", *_stage_lines(plan)]
     warnings = [*snapshot.warnings, *(w for w in plan.warnings if w not in snapshot.warnings)]
     if warnings:
         out += ["", paint("WARNINGS", "bold", color)]

@@ -48,7 +48,7 @@ def test_table_shows_deferred_reasons(run_cli) -> None:  # type: ignore[no-untyp
     table = run_cli("plan", "--snapshot", str(SMALL), *FAST).out
     assert "ADMITTED" in table and "DEFERRED" in table and "SUMMARY" in table
     for w in deferred:
-        first_words = " ".join(w["reasons"][0].split()[:4])
+        first_words = " ".join(w["reasons"][0]["message"].split()[:4])
         assert w["name"] in table and first_words in table
 
 

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from optsched.controller.decide import DeferPolicy, decide, pod_set_updates, reason_category
+from optsched.controller.decide import DeferPolicy, decide, pod_set_updates
 from optsched.controller.inputs import build_input
 from optsched.controller.records import PlacementRecord, record_from_decision
 from optsched.model.names import PLAN_ID_LABEL, PODSET_LABEL, PRODUCT_LABEL
 from optsched.model.placement import PodPlacement
 from optsched.model.plan import Plan, PlanStatus, PodSetPlacement, WorkloadDecision
+from optsched.model.reasons import Reason, ReasonCode
 from tests.controller import objects as o
 
 NOW = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)
@@ -28,8 +29,12 @@ def admit(name: str, nodes: list[str], gpus: int = 4) -> WorkloadDecision:
     )
 
 
-def defer(name: str, reason: str) -> WorkloadDecision:
-    return WorkloadDecision(name=f"default/{name}", decision="defer", reasons=[reason])
+def defer(
+    name: str, reason: str, code: ReasonCode = ReasonCode.INSUFFICIENT_CAPACITY, *more: Reason
+) -> WorkloadDecision:
+    return WorkloadDecision(
+        name=f"default/{name}", decision="defer", reasons=[Reason(code=code, message=reason), *more]
+    )
 
 
 def plan_of(*decisions: WorkloadDecision) -> Plan:
@@ -70,9 +75,16 @@ def test_record_already_written_is_not_written_again():
 def test_deferred_workload_keeps_pending_with_the_plans_reason():
     objects = [*o.base_objects(o.node("n1")), o.workload("a", gpus=8)]
     [action] = run(
-        objects, plan_of(defer("a", "needs 16 H100 GPUs in one rack; the fullest rack has 12 free"))
+        objects,
+        plan_of(
+            defer(
+                "a",
+                "needs 16 H100 GPUs in one rack; the fullest rack has 12 free",
+                ReasonCode.TOPOLOGY_UNSATISFIABLE,
+            )
+        ),
     ).actions
-    assert action.kind == "defer" and action.reason == "topology"
+    assert action.kind == "defer" and action.reason == "TopologyUnsatisfiable"
     assert action.check is not None and action.check.state == "Pending"
     assert "fullest rack has 12 free" in action.check.message
     assert action.check.last_transition_time == o.RESERVED_AT
@@ -168,7 +180,15 @@ def test_product_selector_is_left_out_when_it_could_conflict():
     assert "nodeSelector" not in update
 
 
-def test_reason_categories():
-    assert reason_category(["ClusterQueue gpu has no quota left"]) == "quota"
-    assert reason_category(["needs 4 GPUs in one NVLink island"]) == "nvlink"
-    assert reason_category(["something odd"]) == "other"
+def test_metrics_label_is_the_binding_reasons_code_whatever_its_words():
+    objects = [*o.base_objects(o.node("n1")), o.workload("a", gpus=8)]
+    capacity = Reason(code=ReasonCode.HIGHER_PRIORITY_FIRST, message="capacity taken by higher-priority work")
+    quota = defer("a", "the GPUs of this rack are promised", ReasonCode.QUOTA_EXHAUSTED, capacity)
+    [action] = run(objects, plan_of(quota)).actions
+    assert action.reason == "QuotaExhausted"
+    assert action.check is not None
+    assert (
+        "the GPUs of this rack are promised; capacity taken by higher-priority work" in action.check.message
+    )
+    [unplanned] = run(objects, plan_of()).actions
+    assert unplanned.reason == "NotPlanned"

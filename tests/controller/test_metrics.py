@@ -30,8 +30,8 @@ def test_plan_figures_are_exported():
         ),
     )
     metrics.observe_plan(plan)
-    metrics.observe_deferrals(["quota", "quota", "topology"])
-    metrics.observe_deferrals(["topology"])
+    metrics.observe_deferrals(["QuotaExhausted", "QuotaExhausted", "TopologyUnsatisfiable"])
+    metrics.observe_deferrals(["TopologyUnsatisfiable"])
     text = generate_latest(metrics.registry).decode()
     assert 'optsched_plan_status{status="FEASIBLE"} 1.0' in text
     assert 'optsched_plan_status{status="OPTIMAL"} 0.0' in text
@@ -39,5 +39,5 @@ def test_plan_figures_are_exported():
     assert "optsched_gpus_allocated 40.0" in text
     assert "optsched_nvlink_island_hit_ratio 0.75" in text
     assert 'optsched_fragmentation_gpus{product="H100"} 2.5' in text
-    assert 'optsched_workloads_deferred{reason="quota"} 0.0' in text
-    assert 'optsched_workloads_deferred{reason="topology"} 1.0' in text
+    assert 'optsched_workloads_deferred{reason="QuotaExhausted"} 0.0' in text
+    assert 'optsched_workloads_deferred{reason="TopologyUnsatisfiable"} 1.0' in text

@@ -38,7 +38,9 @@ def test_baselines_give_valid_heuristic_plans(name: str) -> None:
     assert check_plan(SNAP, plan) == []
     assert {w.name for w in plan.admitted} == {"default/gang", "default/small", "default/share"}
     huge = plan.decision("default/huge")
-    assert huge is not None and huge.reasons == ["pod set main: pod needs 16 GPUs; the largest node has 8"]
+    assert huge is not None and [r.message for r in huge.reasons] == [
+        "pod set main: pod needs 16 GPUs; the largest node has 8"
+    ]
 
 
 def test_policy_names_are_forgiving_about_case_and_dashes() -> None:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from optsched.model.placement import PodPlacement
-from optsched.model.plan import Plan, PlanStatus, PlanSummary, PodSetPlacement, WorkloadDecision
+from optsched.model.plan import (
+    FlavorEligibility,
+    Plan,
+    PlanStatus,
+    PlanSummary,
+    PodSetPlacement,
+    WorkloadDecision,
+)
+from optsched.model.reasons import Reason, ReasonCode
 from optsched.model.snapshot import NodeUsage, Snapshot
 from tests.builders import A100, T4, node, pods, snapshot, workload
 
@@ -67,7 +75,20 @@ def small_plan() -> Plan:
                 ],
             ),
             WorkloadDecision(
-                name="ml/big", decision="defer", reasons=[DEFER_REASON, "quota: queue has 8 GPUs left"]
+                name="ml/big",
+                decision="defer",
+                reasons=[
+                    Reason(code=ReasonCode.TOPOLOGY_UNSATISFIABLE, message=DEFER_REASON),
+                    Reason(code=ReasonCode.QUOTA_EXHAUSTED, message="quota: queue has 8 GPUs left"),
+                ],
+                eligibility=[
+                    # What node filtering found in small_snapshot for an 8-GPU pod.
+                    FlavorEligibility(
+                        pod_set="main",
+                        eligible=3,
+                        excluded={"has 3 healthy GPUs, pod needs 8": 1, "has 2 healthy GPUs, pod needs 8": 1},
+                    )
+                ],
             ),
         ],
         summary=PlanSummary(

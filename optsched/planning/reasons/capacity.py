@@ -1,0 +1,275 @@
+"""Capacity reasons: how far the free capacity left after the plan falls short, and who took it.
+
+For each PodSet the node group where most of its pods fit (per flavor and GPU
+product, or per domain of a required topology level) is compared with what the
+gang needs. The shortfall is then attributed: to running workloads when it did
+not fit before the plan either, else to the admitted workloads on those nodes,
+higher priority first, then those ahead in the queue, then the ones that let
+the plan admit more in total (with the GPUs admitting this one would strand).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from optsched.capacity.eligibility import Candidates
+from optsched.capacity.state import ClusterState, NodeState
+from optsched.model.reasons import Reason, ReasonCode
+from optsched.model.snapshot import Node, PodSet, Snapshot, Workload
+from optsched.planning.reasons.context import Memo, PlanContext
+from optsched.planning.reasons.shared import (
+    PerPodSet,
+    demand,
+    demand_figures,
+    domains,
+    fits,
+    free_gpus,
+    levels_for,
+    names,
+    scopes,
+    shape_key,
+)
+
+
+@dataclass
+class _Fit:
+    pods: int
+    free: float
+    per_node: int
+    nodes: frozenset[str]
+
+
+def capacity_reasons(
+    snapshot: Snapshot,
+    workload: Workload,
+    per_pod_set: PerPodSet,
+    state_after: ClusterState,
+    context: PlanContext,
+) -> list[Reason]:
+    """The shortfall of every PodSet that does not fit ``state_after``, then who took the capacity."""
+    reasons: list[Reason] = []
+    blocked: set[str] = set()
+    fits_before = True
+    before = context.state_before
+    for ps, cands in per_pod_set:
+        fit, product = _cached_best_fit(snapshot, ps, cands, state_after, context.memo)
+        if fit is None or fit.pods >= ps.needed:
+            continue
+        reason = _shortfall(ps, fit, product)
+        if reason.code == ReasonCode.INSUFFICIENT_CAPACITY and _islands_bind(
+            snapshot, ps, cands, state_after
+        ):
+            reason = reason.model_copy(update={"code": ReasonCode.NVLINK_REQUIRED})
+        reasons.append(reason)
+        blocked.update(_scope_of(cands, context.memo))
+        if before is not None:
+            earlier, _ = _cached_best_fit(snapshot, ps, cands, before, context.memo)
+            fits_before = fits_before and earlier is not None and earlier.pods >= ps.needed
+    if not reasons or before is None:
+        return reasons
+    if not fits_before:
+        return [
+            *reasons,
+            Reason(code=ReasonCode.CAPACITY_IN_USE, message="capacity in use by running workloads"),
+        ]
+    return reasons + _attribution(snapshot, workload, per_pod_set, frozenset(blocked), before, context)
+
+
+def _shortfall(ps: PodSet, fit: _Fit, product: str) -> Reason:
+    """How far the best node group falls short of the gang, in words and figures."""
+    req = ps.request
+    what = demand(ps, product if req.gpus and not ps.allow_mixed_products else "")
+    code = ReasonCode.INSUFFICIENT_CAPACITY
+    scope = "eligible nodes"
+    if ps.required_topology:
+        text = (
+            f"pod set {ps.name}: needs {what} in one {ps.required_topology}; "
+            f"the one with the most room has {fit.free:g} GPUs free"
+        )
+        code, scope = ReasonCode.TOPOLOGY_UNSATISFIABLE, ps.required_topology
+    elif req.is_share:
+        text = (
+            f"pod set {ps.name}: needs {what}; only {fit.pods} of {ps.needed} pods fit "
+            f"({fit.free:g} GPUs of compute free on eligible nodes)"
+        )
+    elif req.gpus and fit.free == 0:
+        text = f"pod set {ps.name}: needs {what}; no GPU is free on the eligible nodes"
+    elif req.gpus:
+        text = (
+            f"pod set {ps.name}: needs {what}; only {fit.pods} of {ps.needed} pods fit "
+            f"({fit.free:g} GPUs free on eligible nodes, at most {fit.per_node} on one node)"
+        )
+    else:
+        text = f"pod set {ps.name}: needs {what}; only {fit.pods} fit in the free CPU and memory"
+    if req.gpus and fit.free >= ps.needed * req.gpu_equivalent:
+        if not req.is_share and fit.per_node < req.gpus:
+            text += "; the free GPUs are scattered over nodes"
+            code = ReasonCode.GPUS_FRAGMENTED if code == ReasonCode.INSUFFICIENT_CAPACITY else code
+        else:
+            text += "; CPU, memory, pod slots or NVLink islands are short"
+    needed, unit = demand_figures(ps)
+    available = fit.free if req.gpus else float(fit.pods)
+    return Reason(
+        code=code, message=text, pod_set=ps.name, needed=needed, available=available, unit=unit, scope=scope
+    )
+
+
+def _islands_bind(snapshot: Snapshot, ps: PodSet, cands: list[Candidates], state: ClusterState) -> bool:
+    """True when the gang would fit if its pods could span NVLink islands: the islands are what binds."""
+    if not ps.nvlink_required or ps.request.gpus < 2:
+        return False
+    relaxed, _ = _best_fit(snapshot, ps.model_copy(update={"nvlink_required": False}), cands, state)
+    return relaxed is not None and relaxed.pods >= ps.needed
+
+
+def _cached_best_fit(
+    snapshot: Snapshot, ps: PodSet, cands: list[Candidates], state: ClusterState, memo: Memo
+) -> tuple[_Fit | None, str]:
+    memo.keep(state)
+    return memo.remember(
+        ("fit", id(state), shape_key(ps, cands)), lambda: _best_fit(snapshot, ps, cands, state)
+    )
+
+
+def _best_fit(
+    snapshot: Snapshot, ps: PodSet, cands: list[Candidates], state: ClusterState
+) -> tuple[_Fit | None, str]:
+    """The node group where most pods of ``ps`` fit in ``state``, and the product it is on."""
+    levels = levels_for(snapshot, cands)
+    counted: dict[tuple[object, ...], int] = {}
+
+    def pods_on(node: NodeState) -> int:
+        # Many nodes are in the same free state; count pods once per state.
+        key = _state_key(node)
+        if key not in counted:
+            counted[key] = fits(node, ps, ps.needed)
+        return counted[key]
+
+    best: _Fit | None = None
+    best_product = ""
+    for product, nodes in scopes(ps, cands):
+        groups: list[list[Node]] = (
+            list(domains(nodes, ps.required_topology, levels).values()) if ps.required_topology else [nodes]
+        )
+        for members in groups:
+            states = [state.by_name[n.name] for n in members if n.name in state.by_name]
+            fit = _Fit(
+                pods=sum(pods_on(s) for s in states),
+                free=free_gpus(states, ps),
+                per_node=max((s.whole_free for s in states), default=0),
+                nodes=frozenset(s.name for s in states),
+            )
+            if best is None or (fit.pods, fit.free) > (best.pods, best.free):
+                best, best_product = fit, product
+    return best, best_product
+
+
+def _state_key(node: NodeState) -> tuple[object, ...]:
+    """Everything :func:`~optsched.capacity.fit.pods_that_fit` reads of a node."""
+    return (
+        node.cpu,
+        node.mem,
+        node.pods,
+        node.unknown,
+        tuple(node.gpu_milli),
+        tuple(node.gpu_mem),
+        tuple(node.islands),
+        tuple(sorted(node.ext.items())),
+    )
+
+
+def _scope_of(cands: list[Candidates], memo: Memo) -> frozenset[str]:
+    return memo.remember(("scope", id(cands)), lambda: frozenset(n.name for c in cands for n in c.nodes))
+
+
+def _attribution(
+    snapshot: Snapshot,
+    workload: Workload,
+    per_pod_set: PerPodSet,
+    scope: frozenset[str],
+    before: ClusterState,
+    context: PlanContext,
+) -> list[Reason]:
+    """Which admitted workloads took the capacity, most relevant first."""
+    context.memo.keep(context.admitted)
+    keys, takers = context.memo.remember(
+        ("takers", id(context.admitted), scope), lambda: _takers(context, scope)
+    )
+    # Queue order puts higher priority first, so both groups are prefixes of the takers.
+    higher = bisect.bisect_left(keys, (-workload.priority,))
+    ahead = bisect.bisect_left(keys, workload.queue_key)
+    if higher:
+        return [
+            _taken(
+                ReasonCode.HIGHER_PRIORITY_FIRST, "capacity taken by higher-priority work", takers[:higher]
+            )
+        ]
+    if ahead:
+        text = "lower in the queue than admitted work that used the remaining capacity"
+        return [_taken(ReasonCode.LOWER_IN_QUEUE, text, takers[:ahead])]
+    if not takers:
+        return []
+    reasons = [_taken(ReasonCode.BETTER_OVERALL_PLAN, "capacity used by work admitted in this plan", takers)]
+    stranding = _stranding(snapshot, workload, per_pod_set, before, context.memo)
+    return [*reasons, stranding] if stranding is not None else reasons
+
+
+def _taken(code: ReasonCode, text: str, takers: list[Workload]) -> Reason:
+    message = f"{text} ({names(takers)})"
+    if code == ReasonCode.BETTER_OVERALL_PLAN:
+        message += ", which admits more in total"
+    return Reason(code=code, message=message, workloads=tuple(w.key for w in takers))
+
+
+def _takers(
+    context: PlanContext, scope: frozenset[str]
+) -> tuple[list[tuple[int, float, str]], list[Workload]]:
+    """Admitted workloads on any node of ``scope`` in queue order, with their queue keys."""
+    found = sorted(
+        ((w.queue_key, w) for w, nodes in context.admitted if not nodes.isdisjoint(scope)),
+        key=lambda item: item[0],
+    )
+    return [k for k, _ in found], [w for _, w in found]
+
+
+def _pending_gpu_sizes(snapshot: Snapshot) -> list[tuple[int, str]]:
+    """(GPUs per pod, workload key) of every pending GPU pod set, smallest first; shares count as 0."""
+    sizes = [
+        (0 if ps.request.is_share else ps.request.gpus, w.key)
+        for w in snapshot.workloads
+        for ps in w.pod_sets
+        if ps.request.gpus
+    ]
+    return sorted(sizes)
+
+
+def _stranding(
+    snapshot: Snapshot, workload: Workload, per_pod_set: PerPodSet, before: ClusterState, memo: Memo
+) -> Reason | None:
+    """Why admitting ``workload`` would waste GPUs: its pods leave leftovers no pending pod can use."""
+    pending = memo.remember(("sizes",), lambda: _pending_gpu_sizes(snapshot))
+    smallest = next((size for size, key in pending if key != workload.key), None)
+    if smallest == 0:
+        return None
+    for ps, cands in per_pod_set:
+        req = ps.request
+        if not req.gpus or req.is_share:
+            continue
+        sizes = sorted({before.by_name[n.name].whole_free for c in cands for n in c.nodes}, reverse=True)
+        fitting = [size for size in sizes if size >= req.gpus]
+        if not fitting:
+            continue
+        leftover = fitting[0] % req.gpus
+        if leftover and (smallest is None or smallest > leftover):
+            return Reason(
+                code=ReasonCode.WOULD_STRAND_GPUS,
+                message=f"admitting it would strand GPUs: each {req.gpus}-GPU pod leaves {leftover} of a "
+                f"node's {fitting[0]} free GPUs, and no other pending pod asks for {leftover} or fewer",
+                pod_set=ps.name,
+                needed=req.gpus,
+                available=fitting[0],
+                unit="GPUs",
+                scope="node",
+            )
+    return None
