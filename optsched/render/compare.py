@@ -81,7 +81,7 @@ def render_compare_table(results: list[PolicyResult], *, source: str = "") -> st
 
 
 def compare_document(results: list[PolicyResult], *, source: str = "") -> dict[str, object]:
-    """Machine-readable comparison: figures per policy plus each valid plan (each as in docs/plan-format.md)."""
+    """Machine-readable comparison: figures per policy plus each valid plan (docs/plan-format.md)."""
     policies = []
     for r in results:
         s = r.plan.summary
