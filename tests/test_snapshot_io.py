@@ -225,3 +225,21 @@ def test_optsched_topology_annotations_are_read_like_kueues() -> None:
     )
     (pod_set,) = snapshot_from_objects([node_obj("n1"), obj]).workloads[0].pod_sets
     assert (pod_set.required_topology, pod_set.preferred_topology) == ("rack", "block")
+
+
+def test_assumed_pods_hold_capacity_like_bound_pods() -> None:
+    from optsched.model.snapshot import AssumedPod, PodRequest
+
+    whole = PodRequest(cpu_milli=2000, memory_mib=1024, gpus=2)
+    assumed = [
+        AssumedPod(workload="ml/a", node="n1", request=whole, gpus=(0, 1)),
+        AssumedPod(workload="ml/b", node="n1", request=whole, gpus=None),
+        AssumedPod(workload="ml/c", node="n1", request=whole, gpus=(7, 7)),
+        AssumedPod(workload="ml/d", node="gone", request=whole, gpus=(0, 1)),
+    ]
+    snap = snapshot_from_objects([node_obj("n1")], assumed=assumed)
+    usage = snap.usage_of("n1")
+    assert usage.gpu_milli[:3] == (1000, 1000, 0)
+    assert usage.unknown_index_gpus == 4  # no indices, and repeated ones, are not trusted
+    assert (usage.cpu_milli, usage.memory_mib, usage.pods) == (6000, 3072, 3)
+    assert "gone" not in snap.usage

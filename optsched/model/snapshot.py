@@ -140,6 +140,22 @@ class NodeUsage(Frozen):
     extended: dict[str, int] = Field(default_factory=dict)
 
 
+class AssumedPod(Frozen):
+    """A pod optsched admitted whose real pod is not bound yet: it holds capacity all the same.
+
+    Kueue's scheduler "assumes" an admission into its cache before the pods
+    exist; the controller does the same with the placement records of
+    workloads it admitted, so the next plan does not hand their GPUs out again.
+    """
+
+    workload: str
+    """``namespace/name`` of the workload, for messages."""
+    node: str
+    request: PodRequest
+    gpus: tuple[int, ...] | None = None
+    """The planned GPU indices; None where they were left to the node."""
+
+
 class PodRequest(Frozen):
     """What one pod of a PodSet asks for."""
 

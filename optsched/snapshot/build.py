@@ -13,7 +13,7 @@ from typing import Any
 
 from optsched.errors import InputError
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, KUEUE_GROUP
-from optsched.model.snapshot import Node, Snapshot
+from optsched.model.snapshot import AssumedPod, Node, Snapshot
 from optsched.snapshot.documents import read_documents
 from optsched.snapshot.fields import describe
 from optsched.snapshot.kueue_objects import (
@@ -39,8 +39,13 @@ def snapshot_from_objects(
     *,
     source: str = "",
     default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS,
+    assumed: Iterable[AssumedPod] = (),
 ) -> Snapshot:
-    """Build and validate the frozen snapshot from raw objects (other kinds are ignored)."""
+    """Build and validate the frozen snapshot from raw objects (other kinds are ignored).
+
+    ``assumed`` pods hold capacity like bound pods: placements the controller
+    made whose pods are not bound yet.
+    """
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for obj in objects:
         kind = str(obj.get("kind"))
@@ -68,7 +73,7 @@ def snapshot_from_objects(
         if node is not None:
             nodes.append(node)
     try:
-        usage, usage_warnings = node_usage({n.name: n for n in nodes}, by_kind.get("Pod", []))
+        usage, usage_warnings = node_usage({n.name: n for n in nodes}, by_kind.get("Pod", []), assumed)
     except InputError as exc:
         raise exc.located(source=source) from None
     warnings.extend(usage_warnings)

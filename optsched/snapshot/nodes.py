@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,9 +14,9 @@ from optsched.model.names import (
     MIG_PREFIX,
     PRODUCT_LABEL,
 )
-from optsched.model.snapshot import FULL_GPU_MILLI, Node, NodeUsage
+from optsched.model.snapshot import FULL_GPU_MILLI, AssumedPod, Node, NodeUsage, PodRequest
 from optsched.snapshot.fields import describe, get_list, get_map, get_str, string_map
-from optsched.snapshot.pods import gpu_indices, is_terminal, pod_request, share_milli_for_usage
+from optsched.snapshot.pods import gpu_indices, is_terminal, pod_request, share_milli_for_usage, valid_indices
 from optsched.snapshot.quantity import count, cpu_milli, memory_mib
 from optsched.snapshot.scheduling import parse_taints
 from optsched.topology.gpu_topology import no_nvlink, parse_gpu_topology
@@ -106,6 +107,34 @@ class _UsageBuilder:
         self.gpu_milli = [0] * self.node.gpu_count
         self.gpu_mem = [0] * self.node.gpu_count
 
+    def book(self, request: PodRequest, indices: list[int] | None, *, who: str) -> list[str]:
+        """Count one pod; returns a warning when its GPU indices do not match its request."""
+        self.cpu += request.cpu_milli
+        self.mem += request.memory_mib
+        self.pods += 1
+        for name, amount in request.extended.items():
+            self.extended[name] = self.extended.get(name, 0) + amount
+        if not request.gpus:
+            return []
+        warnings = []
+        if indices is not None and len(indices) != request.gpus:
+            warnings.append(
+                f"{who}: optsched.io/gpus lists {len(indices)} GPUs but the pod "
+                f"requests {request.gpus}; its GPU indices are treated as unknown"
+            )
+            indices = None
+        if indices is None:
+            self.unknown += request.gpus
+            return warnings
+        for gpu in indices:
+            if request.is_share:
+                self.gpu_milli[gpu] += share_milli_for_usage(request, self.node.gpu_memory_mib)
+                self.gpu_mem[gpu] += request.gpu_mem_mib
+            else:
+                self.gpu_milli[gpu] += FULL_GPU_MILLI
+                self.gpu_mem[gpu] += self.node.gpu_memory_mib
+        return warnings
+
     def freeze(self) -> NodeUsage:
         return NodeUsage(
             cpu_milli=self.cpu,
@@ -118,8 +147,10 @@ class _UsageBuilder:
         )
 
 
-def node_usage(nodes: dict[str, Node], pods: list[dict[str, Any]]) -> tuple[dict[str, NodeUsage], list[str]]:
-    """Usage per node from non-terminal pods bound to it (``spec.nodeName``).
+def node_usage(
+    nodes: dict[str, Node], pods: list[dict[str, Any]], assumed: Iterable[AssumedPod] = ()
+) -> tuple[dict[str, NodeUsage], list[str]]:
+    """Usage per node from non-terminal pods bound to it (``spec.nodeName``) and assumed pods.
 
     A pod whose ``optsched.io/gpus`` annotation is missing or invalid holds
     GPUs of unknown index: they are counted (so capacity stays right) but no
@@ -133,32 +164,19 @@ def node_usage(nodes: dict[str, Node], pods: list[dict[str, Any]]) -> tuple[dict
         if not node_name or is_terminal(pod) or node_name not in nodes:
             continue
         node = nodes[node_name]
-        builder = builders.setdefault(node_name, _UsageBuilder(node))
         request = pod_request(get_map(pod, "spec"), obj=pod, field="spec")
-        builder.cpu += request.cpu_milli
-        builder.mem += request.memory_mib
-        builder.pods += 1
-        for name, amount in request.extended.items():
-            builder.extended[name] = builder.extended.get(name, 0) + amount
-        if not request.gpus:
+        indices = gpu_indices(pod, node.gpu_count) if request.gpus else None
+        builder = builders.setdefault(node_name, _UsageBuilder(node))
+        warnings += builder.book(request, indices, who=describe(pod))
+    for slot in assumed:
+        if slot.node not in nodes:
             continue
-        indices = gpu_indices(pod, node.gpu_count)
-        if indices is not None and len(indices) != request.gpus:
-            warnings.append(
-                f"{describe(pod)}: optsched.io/gpus lists {len(indices)} GPUs but the pod "
-                f"requests {request.gpus}; its GPU indices are treated as unknown"
-            )
-            indices = None
-        if indices is None:
-            builder.unknown += request.gpus
-            continue
-        for gpu in indices:
-            if request.is_share:
-                builder.gpu_milli[gpu] += share_milli_for_usage(request, node.gpu_memory_mib)
-                builder.gpu_mem[gpu] += request.gpu_mem_mib
-            else:
-                builder.gpu_milli[gpu] += FULL_GPU_MILLI
-                builder.gpu_mem[gpu] += node.gpu_memory_mib
+        host = nodes[slot.node]
+        indices = valid_indices(list(slot.gpus), host.gpu_count) if slot.gpus is not None else None
+        builder = builders.setdefault(slot.node, _UsageBuilder(host))
+        warnings += builder.book(
+            slot.request, indices, who=f"a pod of {slot.workload} assumed on {host.name}"
+        )
     for name, builder in builders.items():
         over = [g for g, used in enumerate(builder.gpu_milli) if used > FULL_GPU_MILLI]
         if over:

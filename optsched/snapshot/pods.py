@@ -106,6 +106,11 @@ def gpu_indices(pod: dict[str, Any], gpu_count: int) -> list[int] | None:
         indices = [int(part) for part in str(raw).split(",") if part.strip()]
     except ValueError:
         return None
+    return valid_indices(indices, gpu_count)
+
+
+def valid_indices(indices: list[int], gpu_count: int) -> list[int] | None:
+    """``indices`` if they are distinct GPU indices of the node, else None (indices unknown)."""
     if len(set(indices)) != len(indices) or any(not 0 <= i < gpu_count for i in indices):
         return None
     return indices
