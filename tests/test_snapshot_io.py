@@ -243,3 +243,26 @@ def test_assumed_pods_hold_capacity_like_bound_pods() -> None:
     assert usage.unknown_index_gpus == 4  # no indices, and repeated ones, are not trusted
     assert (usage.cpu_milli, usage.memory_mib, usage.pods) == (6000, 3072, 3)
     assert "gone" not in snap.usage
+
+
+def test_a_creation_time_without_a_zone_is_read_as_utc() -> None:
+    from optsched import planning
+
+    def workload_obj(name: str, created: str) -> dict[str, Any]:
+        template = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+        return {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+            "spec": {"podSets": [{"name": "main", "count": 1, "template": template}]},
+        }
+
+    objects = [
+        node_obj("n1"),
+        workload_obj("zoned", "2026-11-01T10:00:00Z"),
+        workload_obj("bare", "2026-11-01T09:00:00"),
+    ]
+    snap = snapshot_from_objects(objects)
+    assert [w.key for w in snap.workloads] == ["ns/bare", "ns/zoned"]
+    assert all(w.created.tzinfo is not None for w in snap.workloads)
+    assert len(planning.plan(snap).admitted) == 2

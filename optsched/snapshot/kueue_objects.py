@@ -51,12 +51,12 @@ def _created(obj: dict[str, Any]) -> datetime:
     raw = get_str(obj, "metadata.creationTimestamp")
     if not raw:
         return datetime(1970, 1, 1, tzinfo=UTC)
-    try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
+    created = ws.parse_time(raw)
+    if created is None:
         raise InputError(
             f"'{raw}' is not an RFC 3339 time", obj=describe(obj), field="metadata.creationTimestamp"
-        ) from None
+        )
+    return created
 
 
 def _check_status_fields(obj: dict[str, Any]) -> None:
