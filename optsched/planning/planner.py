@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from optsched.capacity.baseline import Baseline
 from optsched.capacity.fragmentation import typical_shapes
 from optsched.errors import InputError
 from optsched.model.placement import Placement
@@ -31,20 +32,24 @@ OPTIMIZER = "optimizer"
 POLICIES = (OPTIMIZER, "firstfit", "bestfit", "fgd", "tas", "leastallocated")
 
 
-def _chooser_policy(name: str) -> Callable[[Snapshot], Placement]:
-    def run(snapshot: Snapshot) -> Placement:
-        shapes = typical_shapes(pending_requests(snapshot)) if name == "fgd" else []
-        return greedy_placement(snapshot, make_chooser(name, shapes))
+def _chooser_policy(name: str) -> Callable[[Baseline], Placement]:
+    def run(baseline: Baseline) -> Placement:
+        shapes = typical_shapes(pending_requests(baseline.snapshot)) if name == "fgd" else []
+        return greedy_placement(baseline.snapshot, make_chooser(name, shapes), baseline=baseline)
 
     return run
 
 
-_BASELINES: dict[str, Callable[[Snapshot], Placement]] = {
+def _tas_policy(baseline: Baseline) -> Placement:
+    return tas_placement(baseline.snapshot, baseline)
+
+
+_BASELINES: dict[str, Callable[[Baseline], Placement]] = {
     "firstfit": _chooser_policy("firstfit"),
     "bestfit": _chooser_policy("bestfit"),
     "fgd": _chooser_policy("fgd"),
     "leastallocated": _chooser_policy("leastallocated"),
-    "tas": tas_placement,
+    "tas": _tas_policy,
 }
 
 
@@ -82,17 +87,18 @@ def plan(
     """
     key = policy_name(policy)
     planned = effective_snapshot(snapshot, settings)
-    result = _optimize(planned, settings, previous) if key == OPTIMIZER else _baseline(key, planned)
+    base = Baseline.of(planned)
+    result = _optimize(base, settings, previous) if key == OPTIMIZER else _baseline(key, base)
     if check:
         assert_valid(planned, result)
     return result
 
 
-def _optimize(snapshot: Snapshot, settings: Settings | None, previous: Plan | None) -> Plan:
-    solved = solve(snapshot, settings, previous)
+def _optimize(base: Baseline, settings: Settings | None, previous: Plan | None) -> Plan:
+    solved = solve(base.snapshot, settings, previous)
     built_at = time.perf_counter()
     planned = build_plan(
-        snapshot,
+        base.snapshot,
         solved.placement,
         status=solved.status,
         policy=OPTIMIZER,
@@ -102,6 +108,7 @@ def _optimize(snapshot: Snapshot, settings: Settings | None, previous: Plan | No
         gap=solved.gap,
         warnings=list(solved.warnings),
         beyond_window=solved.beyond_window,
+        baseline=base,
     )
     if not solved.log:
         return planned
@@ -109,9 +116,11 @@ def _optimize(snapshot: Snapshot, settings: Settings | None, previous: Plan | No
     return planned.model_copy(update={"solver_log": log})
 
 
-def _baseline(key: str, snapshot: Snapshot) -> Plan:
+def _baseline(key: str, base: Baseline) -> Plan:
     started = time.perf_counter()
-    placement = _BASELINES[key](snapshot)
+    placement = _BASELINES[key](base)
     seconds = time.perf_counter() - started
-    status = PlanStatus.HEURISTIC if snapshot.workloads else PlanStatus.EMPTY
-    return build_plan(snapshot, placement, status=status, policy=key, solve_seconds=round(seconds, 4))
+    status = PlanStatus.HEURISTIC if base.snapshot.workloads else PlanStatus.EMPTY
+    return build_plan(
+        base.snapshot, placement, status=status, policy=key, solve_seconds=round(seconds, 4), baseline=base
+    )

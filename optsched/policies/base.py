@@ -20,4 +20,9 @@ class NodeChooser(Protocol):
 
     name: str
 
+    @property
+    def random_ties(self) -> bool:
+        """True when equally good nodes are picked at random (so identical nodes are not all alike)."""
+        ...
+
     def choose(self, nodes: Sequence[NodeState], req: PodRequest) -> tuple[NodeState, list[int]] | None: ...

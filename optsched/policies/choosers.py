@@ -313,3 +313,23 @@ def make_chooser(
     if key == "dotprod":
         return DotProd(seed, quantized=authors_scoring)
     raise InputError(f"unknown chooser {name!r}; expected one of {', '.join(CHOOSERS)}", field="policy")
+
+
+class MostAllocated:
+    """Kueue TAS's node choice inside a domain: the fullest node that still fits, lowest indices."""
+
+    name = "tas"
+    random_ties = False
+
+    def choose(self, nodes: Sequence[NodeState], req: PodRequest) -> tuple[NodeState, list[int]] | None:
+        best: tuple[tuple[int, int, int], NodeState, list[int]] | None = None
+        for position, node in enumerate(nodes):
+            if not node.fits_resources(req):
+                continue
+            gpus = node.choose_gpus(req, island_aware=False)
+            if gpus is None:
+                continue
+            key = (node.free_gpu_milli, node.cpu, position)
+            if best is None or key < best[0]:
+                best = (key, node, gpus)
+        return (best[1], best[2]) if best is not None else None

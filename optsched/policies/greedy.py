@@ -15,67 +15,24 @@ packed onto the most-allocated nodes, and GPU indices left to chance.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
 
+from optsched.capacity.baseline import Baseline
 from optsched.capacity.eligibility import CandidateCache, Candidates
 from optsched.capacity.fit import pods_that_fit
 from optsched.capacity.fragmentation import node_key
-from optsched.capacity.state import ClusterState, NodeState
+from optsched.capacity.state import NodeState
 from optsched.errors import InputError
 from optsched.kueue.quota import QuotaLedger, pod_quota_amounts, scaled
 from optsched.model.names import HOSTNAME_LABEL
 from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
-from optsched.model.snapshot import FULL_GPU_MILLI, ClusterQueue, Node, PodRequest, PodSet, Snapshot, Workload
+from optsched.model.snapshot import FULL_GPU_MILLI, ClusterQueue, Node, PodSet, Snapshot, Workload
+from optsched.policies.attempt import Attempt
 from optsched.policies.base import NodeChooser
+from optsched.policies.choosers import MostAllocated
 from optsched.topology.domains import domain_of
 
 ORDERS = ("queue", "given")
 """``queue``: Kueue order (priority desc, creation asc); ``given``: the snapshot's order."""
-
-
-@dataclass
-class _Attempt:
-    """Pods booked on the working state while a gang is tried, so it can be undone whole."""
-
-    keys: dict[str, Hashable]
-    """Cached node-state keys of the working state; a booking invalidates its node's key."""
-    free: dict[str, int]
-    """Free GPU compute (milli) per GPU product, kept current with every booking."""
-    product: dict[str, str]
-    """Node name -> GPU product."""
-    booked: list[tuple[NodeState, PodRequest, list[int]]] = field(default_factory=list)
-
-    def take(self, node: NodeState, req: PodRequest, gpus: list[int]) -> None:
-        node.take(req, gpus)
-        self.keys.pop(node.name, None)
-        self.free[self.product[node.name]] -= req.gpu_milli_total
-        self.booked.append((node, req, gpus))
-
-    def rollback(self, mark: int = 0) -> None:
-        while len(self.booked) > mark:
-            node, req, gpus = self.booked.pop()
-            node.give_back(req, gpus)
-            self.keys.pop(node.name, None)
-            self.free[self.product[node.name]] += req.gpu_milli_total
-
-
-class _MostAllocated:
-    """Kueue TAS's node choice inside a domain: the fullest node that still fits, lowest indices."""
-
-    name = "tas"
-
-    def choose(self, nodes: Sequence[NodeState], req: PodRequest) -> tuple[NodeState, list[int]] | None:
-        best: tuple[tuple[int, int, int], NodeState, list[int]] | None = None
-        for position, node in enumerate(nodes):
-            if not node.fits_resources(req):
-                continue
-            gpus = node.choose_gpus(req, island_aware=False)
-            if gpus is None:
-                continue
-            key = (node.free_gpu_milli, node.cpu, position)
-            if best is None or key < best[0]:
-                best = (key, node, gpus)
-        return (best[1], best[2]) if best is not None else None
 
 
 def ordered_workloads(snapshot: Snapshot, order: str) -> list[Workload]:
@@ -93,6 +50,7 @@ def greedy_placement(
     order: str = "queue",
     topology_aware: bool = True,
     island_aware: bool = True,
+    baseline: Baseline | None = None,
 ) -> Placement:
     """Place pending workloads one at a time in ``order``, each pod where ``chooser`` says.
 
@@ -101,33 +59,41 @@ def greedy_placement(
     lowest free GPU indices instead of the chooser's NVLink-aware pick (pods
     marked ``nvlink_required`` still get one island).
     """
-    greedy = _Greedy(snapshot, chooser, topology_aware=topology_aware, island_aware=island_aware, tas=False)
+    greedy = _Greedy(
+        Baseline.reuse(snapshot, baseline),
+        chooser,
+        topology_aware=topology_aware,
+        island_aware=island_aware,
+        tas=False,
+    )
     return greedy.run(ordered_workloads(snapshot, order))
 
 
-def tas_placement(snapshot: Snapshot) -> Placement:
+def tas_placement(snapshot: Snapshot, baseline: Baseline | None = None) -> Placement:
     """Kueue TAS-style placement: lowest-level domain that holds the gang, BestFit, no lookahead."""
-    greedy = _Greedy(snapshot, _MostAllocated(), topology_aware=True, island_aware=False, tas=True)
+    base = Baseline.reuse(snapshot, baseline)
+    greedy = _Greedy(base, MostAllocated(), topology_aware=True, island_aware=False, tas=True)
     return greedy.run(ordered_workloads(snapshot, "queue"))
 
 
 class _Greedy:
     def __init__(
         self,
-        snapshot: Snapshot,
+        baseline: Baseline,
         chooser: NodeChooser,
         *,
         topology_aware: bool,
         island_aware: bool,
         tas: bool,
     ) -> None:
+        snapshot = baseline.snapshot
         self.snapshot = snapshot
         self.chooser = chooser
         self.topology_aware = topology_aware
         self.island_aware = island_aware
         self.tas = tas
-        self.state = ClusterState.from_snapshot(snapshot)
-        self.ledger = QuotaLedger.from_snapshot(snapshot)
+        self.state = baseline.state.copy()
+        self.ledger = baseline.ledger.copy()
         self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
         self.cache = CandidateCache(snapshot)
         self.keys: dict[str, Hashable] = {}
@@ -139,8 +105,8 @@ class _Greedy:
         self.scopes: dict[tuple[int, str | None], list[NodeState]] = {}
         """Working states of a cached candidate list (by identity) and GPU product."""
         # Nodes in the same free state score the same under a deterministic chooser, so only the
-        # first of each is offered; a chooser that draws random numbers sees every node.
-        self.distinct = getattr(chooser, "_rng", None) is None
+        # first of each is offered; a chooser that breaks ties at random sees every node.
+        self.distinct = not chooser.random_ties
 
     def run(self, workloads: Sequence[Workload]) -> Placement:
         placement = Placement()
@@ -168,7 +134,7 @@ class _Greedy:
             return None
         groups: list[str | None] = [None] if mixed or single else list(self._product_groups(per_pod_set))
         for product in groups:
-            attempt = _Attempt(self.keys, self.free, self.product)
+            attempt = Attempt(self.keys, self.free, self.product)
             ledger = self.ledger.copy() if cq is not None else None
             assignment = WorkloadAssignment()
             for ps, cands in per_pod_set:
@@ -227,7 +193,7 @@ class _Greedy:
         ps: PodSet,
         cands: list[Candidates],
         product: str | None,
-        attempt: _Attempt,
+        attempt: Attempt,
         ledger: QuotaLedger | None,
         cq: ClusterQueue | None,
     ) -> tuple[str | None, list[PodPlacement]] | None:
@@ -285,7 +251,7 @@ class _Greedy:
         ps: PodSet,
         states: list[NodeState],
         limit: int,
-        attempt: _Attempt,
+        attempt: Attempt,
         levels: tuple[str, ...],
     ) -> list[PodPlacement] | None:
         try_levels, anywhere = self._levels_to_try(ps, levels)
@@ -323,7 +289,7 @@ class _Greedy:
     # -- pods ---------------------------------------------------------------------------------
 
     def _place_pods(
-        self, ps: PodSet, states: list[NodeState], limit: int, attempt: _Attempt
+        self, ps: PodSet, states: list[NodeState], limit: int, attempt: Attempt
     ) -> list[PodPlacement] | None:
         """Up to ``limit`` pods on ``states``; None (and nothing booked) if fewer than needed fit."""
         mark = len(attempt.booked)
