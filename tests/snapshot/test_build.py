@@ -10,7 +10,7 @@ from optsched.errors import InputError
 from optsched.snapshot.build import load_snapshot, snapshot_from_objects
 from optsched.snapshot.checks import impossible_requests
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def node_obj(name: str, gpus: int = 8, topology: str | None = None, **labels: str) -> dict[str, Any]:

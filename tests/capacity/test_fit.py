@@ -1,0 +1,40 @@
+"""Pods that fit a node: the one count the solver, the greedy policies and the reasons share."""
+
+from optsched.capacity.fit import pods_that_fit
+from optsched.capacity.state import NodeState
+from optsched.model.snapshot import NodeUsage, PodRequest
+from tests.builders import node
+
+PAIRS = [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def state(usage: NodeUsage | None = None, **kwargs: object) -> NodeState:
+    return NodeState.from_node(node("n1", **kwargs), usage)  # type: ignore[arg-type]
+
+
+def test_whole_gpu_pods_are_bounded_by_every_resource() -> None:
+    free = state(cpu=16_000)
+    assert pods_that_fit(free, PodRequest(cpu_milli=1000, gpus=2)) == 4
+    assert pods_that_fit(free, PodRequest(cpu_milli=5000, gpus=1)) == 3
+    assert pods_that_fit(free, PodRequest(cpu_milli=1000, gpus=2), limit=1) == 1
+    assert pods_that_fit(free, PodRequest(cpu_milli=20_000, gpus=1)) == 0
+
+
+def test_nvlink_required_pods_count_per_island_and_never_where_indices_are_unknown() -> None:
+    every_other = NodeUsage(gpu_milli=(1000, 0) * 4, gpu_mem_mib=(81_920, 0) * 4)
+    broken = state(every_other, islands=PAIRS)
+    req = PodRequest(gpus=2)
+    assert pods_that_fit(broken, req) == 2
+    assert pods_that_fit(broken, req, nvlink_required=True) == 0
+    unknown = state(NodeUsage(unknown_index_gpus=2, gpu_milli=(0,) * 8, gpu_mem_mib=(0,) * 8))
+    assert pods_that_fit(unknown, req) == 3
+    assert pods_that_fit(unknown, req, nvlink_required=True) == 0
+
+
+def test_shares_fill_partly_used_gpus_and_untouched_ones() -> None:
+    one_half_used = NodeUsage(gpu_milli=(500,) + (0,) * 7, gpu_mem_mib=(40_960,) + (0,) * 7)
+    share = PodRequest(gpus=1, gpu_milli=250, gpu_mem_mib=10_240)
+    # GPU 0 holds two more quarter shares, each untouched GPU four.
+    assert pods_that_fit(state(one_half_used), share) == 2 + 7 * 4
+    unknown = NodeUsage(unknown_index_gpus=1, gpu_milli=(500,) + (0,) * 7, gpu_mem_mib=(40_960,) + (0,) * 7)
+    assert pods_that_fit(state(unknown), share) == 2  # untouched GPUs may be the unknown one
