@@ -7,13 +7,14 @@ are parsed here, once; other kinds are ignored. ``load_snapshot`` reads a file
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from optsched.errors import InputError
+from optsched.kueue.workload_status import Lifecycle
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, KUEUE_GROUP
-from optsched.model.snapshot import AssumedPod, Node, Snapshot
+from optsched.model.snapshot import AssumedPod, Snapshot, Workload
 from optsched.snapshot.documents import read_documents
 from optsched.snapshot.fields import describe
 from optsched.snapshot.kueue_objects import (
@@ -25,6 +26,8 @@ from optsched.snapshot.kueue_objects import (
     workload_state,
 )
 from optsched.snapshot.nodes import node_usage, parse_node
+
+_T = TypeVar("_T")
 
 KUEUE_KINDS = ("Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "AdmissionCheck")
 
@@ -44,7 +47,8 @@ def snapshot_from_objects(
     """Build and validate the frozen snapshot from raw objects (other kinds are ignored).
 
     ``assumed`` pods hold capacity like bound pods: placements the controller
-    made whose pods are not bound yet.
+    made whose pods are not bound yet. Every problem is an :class:`InputError`
+    naming ``source`` and the object.
     """
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for obj in objects:
@@ -53,7 +57,7 @@ def snapshot_from_objects(
             continue
         by_kind.setdefault(kind, []).append(obj)
 
-    def each(kind: str, parse: Any) -> list[Any]:
+    def each(kind: str, parse: Callable[[dict[str, Any]], _T]) -> list[_T]:
         out = []
         for obj in by_kind.get(kind, []):
             try:
@@ -62,41 +66,31 @@ def snapshot_from_objects(
                 raise exc.located(source=source, obj=describe(obj)) from None
         return out
 
-    warnings: list[str] = []
-    nodes: list[Node] = []
-    for obj in by_kind.get("Node", []):
-        try:
-            node, node_warnings = parse_node(obj)
-        except InputError as exc:
-            raise exc.located(source=source, obj=describe(obj)) from None
-        warnings.extend(node_warnings)
-        if node is not None:
-            nodes.append(node)
+    parsed = each("Node", parse_node)
+    nodes = [node for node, _ in parsed if node is not None]
+    warnings = [warning for _, found in parsed for warning in found]
     try:
         usage, usage_warnings = node_usage({n.name: n for n in nodes}, by_kind.get("Pod", []), assumed)
     except InputError as exc:
         raise exc.located(source=source) from None
-    warnings.extend(usage_warnings)
-    pending = []
-    for obj in by_kind.get("Workload", []):
-        try:
-            if workload_state(obj) == "pending":
-                pending.append(parse_workload(obj))
-        except InputError as exc:
-            raise exc.located(source=source, obj=describe(obj)) from None
-    pending.sort(key=lambda w: w.queue_key)
+    pending = [w for w in each("Workload", _pending_workload) if w is not None]
     return Snapshot(
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         usage=usage,
-        workloads=tuple(pending),
+        workloads=tuple(sorted(pending, key=lambda w: w.queue_key)),
         cluster_queues=tuple(each("ClusterQueue", parse_cluster_queue)),
         local_queues=tuple(each("LocalQueue", parse_local_queue)),
         flavors=tuple(each("ResourceFlavor", parse_resource_flavor)),
         topologies=tuple(each("Topology", parse_topology)),
         default_topology_levels=default_topology_levels,
-        warnings=tuple(warnings),
+        warnings=(*warnings, *usage_warnings),
         source=source,
     )
+
+
+def _pending_workload(obj: dict[str, Any]) -> Workload | None:
+    """The Workload if it still waits (not admitted, finished or inactive), else None."""
+    return parse_workload(obj) if workload_state(obj) == Lifecycle.PENDING else None
 
 
 def load_snapshot(

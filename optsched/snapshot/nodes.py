@@ -29,49 +29,18 @@ def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
     annotations = string_map(
         get_map(obj, "metadata").get("annotations"), obj=obj, field="metadata.annotations"
     )
-    allocatable = get_map(obj, "status.allocatable") or get_map(obj, "status.capacity")
-    if not allocatable:
-        raise InputError(
-            "is required but missing (status.capacity too)", obj=describe(obj), field="status.allocatable"
-        )
-
-    def quantity(key: str, parse: Any, default: int = 0) -> int:
-        if key not in allocatable:
-            return default
-        try:
-            value: int = (
-                parse(allocatable[key], round_up=False) if parse is not count else count(allocatable[key])
-            )
-            return value
-        except InputError as exc:
-            raise InputError(exc.detail, obj=describe(obj), field=f"status.allocatable.{key}") from None
-
+    quantity = _Allocatable(obj)
     gpu_count = quantity(GPU_RESOURCE, count)
-    extended = {k: quantity(k, count) for k in allocatable if k.startswith(MIG_PREFIX)}
-    gpu_memory = 0
-    if labels.get(GPU_MEMORY_LABEL, "").isdigit():
-        gpu_memory = int(labels[GPU_MEMORY_LABEL])
-    warnings: list[str] = []
+    extended = {k: quantity(k, count) for k in quantity.names if k.startswith(MIG_PREFIX)}
     raw_topology = annotations.get(GPU_TOPOLOGY_ANNOTATION)
     topology = no_nvlink(gpu_count)
     if raw_topology is not None:
         try:
             topology = parse_gpu_topology(raw_topology, gpu_count)
         except ValueError as exc:
-            warnings.append(
-                f"Node {name}: annotation {GPU_TOPOLOGY_ANNOTATION} is malformed ({exc}); "
-                "node left out of planning"
-            )
-            return None, warnings
-    ready = (
-        any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in get_list(obj, "status.conditions")
-            if isinstance(c, dict)
-        )
-        if get_list(obj, "status.conditions")
-        else True
-    )
+            warning = f"Node {name}: annotation {GPU_TOPOLOGY_ANNOTATION} is malformed ({exc}); "
+            return None, [warning + "node left out of planning"]
+    memory = labels.get(GPU_MEMORY_LABEL, "")
     node = Node(
         name=name,
         labels=labels,
@@ -81,15 +50,54 @@ def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
         max_pods=quantity("pods", count, default=110),
         gpu_count=gpu_count,
         gpu_product=labels.get(PRODUCT_LABEL, ""),
-        gpu_memory_mib=gpu_memory,
+        gpu_memory_mib=int(memory) if memory.isdigit() else 0,
         nvlink_islands=topology.islands,
         numa=topology.numa,
         unhealthy_gpus=topology.unhealthy,
         extended=extended,
-        ready=ready,
+        ready=_ready(obj),
         unschedulable=bool(get_map(obj, "spec").get("unschedulable")),
     )
-    return node, warnings
+    return node, []
+
+
+class _Allocatable:
+    """``status.allocatable`` (or ``status.capacity``) quantities, read with errors naming the field.
+
+    Capacities round down, so a plan never promises more than the node has.
+    """
+
+    def __init__(self, obj: dict[str, Any]) -> None:
+        self.obj = obj
+        self.values = get_map(obj, "status.allocatable") or get_map(obj, "status.capacity")
+        if not self.values:
+            raise InputError(
+                "is required but missing (status.capacity too)", obj=describe(obj), field="status.allocatable"
+            )
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.values)
+
+    def __call__(self, key: str, parse: Any, default: int = 0) -> int:
+        if key not in self.values:
+            return default
+        try:
+            raw = self.values[key]
+            value: int = count(raw) if parse is count else parse(raw, round_up=False)
+            return value
+        except InputError as exc:
+            raise InputError(exc.detail, obj=describe(self.obj), field=f"status.allocatable.{key}") from None
+
+
+def _ready(obj: dict[str, Any]) -> bool:
+    """The Ready condition; a node that reports no conditions at all counts as ready."""
+    conditions = get_list(obj, "status.conditions")
+    if not conditions:
+        return True
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, dict)
+    )
 
 
 @dataclass
