@@ -13,12 +13,14 @@ import argparse
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
 
 import yaml
 
 from optsched import __version__
+from optsched.bench import cli as bench_cli
+from optsched.commands import plan, snapshot
 from optsched.commands.common import PROG, say
+from optsched.commands.run import register_run
 from optsched.errors import InputError, PlanValidationError
 
 EXIT_OK = 0
@@ -36,15 +38,6 @@ def _add_debug(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
-def _register_bench(subparsers: Any) -> None:
-    """``optsched bench``, where the benchmark package is installed."""
-    try:
-        from optsched.bench import cli as bench_cli
-    except ImportError:
-        return
-    bench_cli.register(subparsers)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -53,13 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _add_debug(parser, top=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from optsched.commands import plan, snapshot
-    from optsched.commands.run import register_run
-
     plan.register(subparsers)
     snapshot.register(subparsers)
     register_run(subparsers)
-    _register_bench(subparsers)
+    bench_cli.register(subparsers)
     for sub in subparsers.choices.values():
         _add_debug(sub, top=False)
     return parser

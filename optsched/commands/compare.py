@@ -19,14 +19,15 @@ from optsched.render.compare import (
     render_compare_yaml,
 )
 from optsched.settings import Settings
+from optsched.validate import check_plan
 
 
 def run_compare(
     snapshot: Snapshot, settings: Settings, policies: Sequence[str], *, fmt: str, out: str | None
 ) -> int:
+    # Deferred on purpose: planning imports OR-Tools, which takes about a second; --help stays instant.
     from optsched import planning
     from optsched.planning.planner import effective_snapshot
-    from optsched.validate import check_plan
 
     results = []
     for policy in policies:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from optsched.commands.common import (
     add_source_arguments,
@@ -20,22 +20,19 @@ from optsched.commands.common import (
     warn,
     write_output,
 )
+from optsched.commands.compare import run_compare
 from optsched.errors import InputError
+from optsched.model.plan import Plan
+from optsched.model.snapshot import Snapshot
 from optsched.render import FORMATS
-from optsched.render.table import DEFAULT_WIDTH
-
-if TYPE_CHECKING:
-    from optsched.model.plan import Plan
-    from optsched.model.snapshot import Snapshot
-    from optsched.settings import Settings
+from optsched.render.html import render_html
+from optsched.render.json import render_json
+from optsched.render.table import DEFAULT_WIDTH, render_table
+from optsched.render.yaml import render_yaml
+from optsched.settings import Settings
+from optsched.snapshot.checks import impossible_requests
 
 DEFAULT_POLICY = "optimizer"
-
-
-def _policies() -> tuple[str, ...]:
-    from optsched.planning import POLICIES
-
-    return tuple(POLICIES)
 
 
 def _positive_seconds(text: str) -> float:
@@ -94,8 +91,6 @@ def register(subparsers: Any) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    from optsched.settings import Settings
-
     values: dict[str, Any] = {}
     if args.time_limit is not None:
         values["time_limit_s"] = args.time_limit
@@ -108,8 +103,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def check_input(snapshot: Snapshot) -> None:
     """Refuse work no node could ever hold (bad input, exit 2); surface snapshot warnings."""
-    from optsched.snapshot.checks import impossible_requests
-
     problems = impossible_requests(snapshot)
     if problems:
         detail = problems[0] if len(problems) == 1 else "\n  " + "\n  ".join(problems)
@@ -120,39 +113,30 @@ def check_input(snapshot: Snapshot) -> None:
 
 def render(fmt: str, snapshot: Snapshot, plan: Plan, *, explain: bool, colour: bool, width: int) -> str:
     if fmt == "json":
-        from optsched.render.json import render_json
-
         return render_json(snapshot, plan)
     if fmt == "yaml":
-        from optsched.render.yaml import render_yaml
-
         return render_yaml(snapshot, plan)
     if fmt == "html":
-        from optsched.render.html import render_html
-
         return render_html(snapshot, plan)
-    from optsched.render.table import render_table
-
     return render_table(snapshot, plan, explain=explain, color=colour, width=width)
 
 
 def run(args: argparse.Namespace) -> int:
+    # Deferred on purpose: planning imports OR-Tools, which takes about a second; --help stays instant.
+    from optsched import planning
+
     if args.compare and args.format == "html":
         raise InputError("--compare prints table, json or yaml", field="--format")
     snapshot = load_input(args)
     check_input(snapshot)
-    policies = _policies()
+    policies = planning.POLICIES
     if not args.compare and args.policy not in policies:
         raise InputError(
             f"unknown policy {args.policy!r}; choose one of: {', '.join(policies)}", field="--policy"
         )
     settings = settings_from(args)
     if args.compare:
-        from optsched.commands.compare import run_compare
-
         return run_compare(snapshot, settings, policies, fmt=args.format, out=args.out)
-    from optsched import planning
-
     plan = planning.plan(snapshot, settings, args.policy)
     to_terminal = args.out in (None, "-") and is_terminal(sys.stdout)
     colour = to_terminal and use_colour(sys.stdout)
