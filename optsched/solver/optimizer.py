@@ -111,7 +111,7 @@ class Optimizer:
         greedy = self.greedy_hint()
         if self.settings.force_fallback:
             return self.fallback(greedy, "the solver is switched off (force_fallback)")
-        problem = build_problem(self.snapshot, self.settings, greedy, self.previous)
+        problem = self.problem(greedy)
         model = self.admission_model(problem, greedy)
         admitted = self.admission_stages(model)
         if admitted.outcome.solution is None:
@@ -120,7 +120,10 @@ class Optimizer:
         terms, start = self.quality_model(model, admitted.outcome.solution, greedy)
         outcome, solved = self.quality_stages(model.ctx, admitted, terms, start)
         placement = self.assignment(model.ctx, outcome, greedy, admitted.provisional and not solved)
-        return self.result(model.ctx, outcome, placement, greedy)
+        greedy_value = self.compare_with_greedy(placement, greedy)
+        if greedy_value is not None:
+            placement = greedy
+        return self.result(model.ctx, outcome, placement, greedy_value)
 
     # 1 -------------------------------------------------------------------------------------------
 
@@ -129,7 +132,13 @@ class Optimizer:
         self.seconds["greedy"] = time.perf_counter() - self.started
         return greedy
 
-    # 2, 3 ----------------------------------------------------------------------------------------
+    # 2 -------------------------------------------------------------------------------------------
+
+    def problem(self, greedy: Placement) -> Problem:
+        """The window and the candidates; the greedy plan's nodes stay candidates."""
+        return build_problem(self.snapshot, self.settings, greedy, self.previous)
+
+    # 3 -------------------------------------------------------------------------------------------
 
     def admission_model(self, problem: Problem, greedy: Placement) -> AdmissionModel:
         ctx = new_context(problem)
@@ -224,11 +233,24 @@ class Optimizer:
         self.seconds["assign"] = time.perf_counter() - solved_at
         return placement
 
-    # 9, 10 ---------------------------------------------------------------------------------------
+    # 9 -------------------------------------------------------------------------------------------
+
+    def compare_with_greedy(self, placement: Placement, greedy: Placement) -> float | None:
+        """The greedy plan's admitted work (GPUs) where it beats ours priority by priority, else None.
+
+        The solver can only end behind BestFit when the time limit cut it short; the
+        greedy placement is then returned instead, with the solver's bound.
+        """
+        mine = admitted_vector(self.snapshot, self.settings, placement)
+        theirs = admitted_vector(self.snapshot, self.settings, greedy)
+        return sum(theirs.values()) / FULL_GPU_MILLI if lex_less(mine, theirs) else None
+
+    # 10 ------------------------------------------------------------------------------------------
 
     def result(
-        self, ctx: ModelContext, outcome: StagesOutcome, placement: Placement, greedy: Placement
+        self, ctx: ModelContext, outcome: StagesOutcome, placement: Placement, greedy_value: float | None
     ) -> SolveResult:
+        """Status, stage values, bound and gap of ``placement``; ``greedy_value`` if it is the greedy one."""
         problem = ctx.problem
         capacity = capacity_bounds(problem, outcome)
         objective, bound, gap = report(outcome, capacity)
@@ -236,17 +258,13 @@ class Optimizer:
             if stage.admission and capacity.get(stage.name, stage.value) < stage.value - 1e-6:
                 self.notes.append(f"internal: capacity bound of {stage.name} below its achieved value")
         warnings = self.notes + self.model_warnings(problem)
-        mine = admitted_vector(self.snapshot, self.settings, placement)
-        theirs = admitted_vector(self.snapshot, self.settings, greedy)
-        if lex_less(mine, theirs):
+        if greedy_value is not None:
             warnings.append(
                 "the greedy BestFit placement admits more (priority by priority) than the best solver "
                 "solution found in the time limit; returning the greedy placement"
             )
-            placement = greedy
-            value = sum(theirs.values()) / FULL_GPU_MILLI
             if bound:
-                gap = max(0.0, (bound - value) / bound)
+                gap = max(0.0, (bound - greedy_value) / bound)
         objective["gpus"] = round(gpus_admitted(self.snapshot, placement), 3)
         return SolveResult(
             placement,

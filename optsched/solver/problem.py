@@ -99,7 +99,11 @@ class Domains:
 
 @dataclass(frozen=True, eq=False)
 class Problem:
-    """The facts of one solve: snapshot, settings, free capacity, and the planned workloads."""
+    """The facts of one solve: snapshot, settings, free capacity, and the planned workloads.
+
+    Nothing changes it once built: modules read the cluster state, and the GPU
+    assignment works on copies of its nodes.
+    """
 
     snapshot: Snapshot
     settings: Settings
@@ -127,14 +131,10 @@ class Problem:
 
 
 def build_problem(
-    snapshot: Snapshot,
-    settings: Settings,
-    greedy: Placement,
-    previous: Plan | None = None,
-    state: ClusterState | None = None,
+    snapshot: Snapshot, settings: Settings, greedy: Placement, previous: Plan | None = None
 ) -> Problem:
     """The window and every PodSet's candidates; ``greedy``'s nodes always stay candidates."""
-    state = state if state is not None else ClusterState.from_snapshot(snapshot)
+    state = ClusterState.from_snapshot(snapshot)
     window = choose_window(snapshot, settings, state, greedy, previous)
     domains = Domains(snapshot, settings)
     finder = CandidateFinder(snapshot, settings, state, domains.of)

@@ -28,7 +28,7 @@ from optsched.solver.problem import PlannedPodSet, PlannedWorkload, Problem
 LinearExpr = cp_model.LinearExprT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Candidate:
     """One node a PodSet may use and the count of its pods there."""
 
