@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from optsched.solver.core import solve
+from optsched.solver.optimizer import solve
 from optsched.solver.result import SolveResult
 
 __all__ = ["SolveResult", "solve"]

@@ -27,34 +27,36 @@ from ortools.sat.python import cp_model
 
 from optsched.capacity.state import NodeState
 from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
-from optsched.solver.context import PodSetEntry, SolverContext
+from optsched.solver.variables import PodSetVars, Variables
 
 Value = Callable[[cp_model.IntVar], int]
 Pod = tuple[str, tuple[int, ...] | None]
 """One pod as the node-by-node assignment makes it: node and GPU indices (its index comes last)."""
+Pods = dict[PodSetVars, list[Pod]]
 
 
 class AssignmentError(RuntimeError):
     """The solver's counts could not be turned into GPU indices (a model bug)."""
 
 
-def build_placement(ctx: SolverContext, value: Value) -> Placement:
+def build_placement(variables: Variables, value: Value) -> Placement:
+    """The placement a solution describes, with GPU indices; ``value`` reads the solution."""
     placement = Placement()
     pods: dict[int, list[Pod]] = {}
-    on_node: dict[int, list[tuple[PodSetEntry, int]]] = {}
-    admitted = {entry.index for entry in ctx.workloads if value(entry.admit)}
-    for ps in ctx.pod_sets:
-        if ps.workload.index not in admitted:
+    on_node: dict[int, list[tuple[PodSetVars, int]]] = {}
+    admitted = {entry.index for entry in variables.workloads if value(entry.admit)}
+    for ps in variables.pod_sets:
+        if ps.owner.index not in admitted:
             continue
         pods[ps.index] = []
-        for pos, n in enumerate(ps.nodes):
-            count = value(ps.y[pos])
+        for c in ps.candidates:
+            count = value(c.y)
             if count:
-                on_node.setdefault(n, []).append((ps, count))
+                on_node.setdefault(c.node, []).append((ps, count))
     for n in sorted(on_node):
-        for ps, assigned in _assign_node(ctx, n, on_node[n], value).items():
+        for ps, assigned in _Node(variables, n, value).assign(on_node[n]).items():
             pods[ps.index].extend(assigned)
-    for entry in ctx.workloads:
+    for entry in variables.workloads:
         if entry.index not in admitted:
             continue
         assignment = WorkloadAssignment()
@@ -62,85 +64,111 @@ def build_placement(ctx: SolverContext, value: Value) -> Placement:
             assignment.pods[ps.pod_set.name] = [
                 PodPlacement(index=i, node=node, gpus=gpus) for i, (node, gpus) in enumerate(pods[ps.index])
             ]
-            used = [ps.flavors[pos] for pos in range(len(ps.nodes)) if value(ps.y[pos])]
-            assignment.flavors[ps.pod_set.name] = used[0] if used else (ps.flavors[0] if ps.flavors else None)
+            used = [c.flavor for c in ps.candidates if value(c.y)]
+            first = ps.candidates[0].flavor if ps.candidates else None
+            assignment.flavors[ps.pod_set.name] = used[0] if used else first
         placement.admitted[entry.workload.key] = assignment
     return placement
 
 
-def _assign_node(
-    ctx: SolverContext, n: int, items: list[tuple[PodSetEntry, int]], value: Value
-) -> dict[PodSetEntry, list[Pod]]:
-    state = ctx.nodes[n].copy()
-    name = state.name
-    out: dict[PodSetEntry, list[Pod]] = {ps: [] for ps, _ in items}
-    remaining = {ps: count for ps, count in items if ps.whole_gpus}
-    if state.indices_known:
-        # 1. In-island pods, per island and size, as the model counted them.
+class _Node:
+    """The pods one node receives, given GPU indices in the three steps of the module docstring."""
+
+    def __init__(self, variables: Variables, n: int, value: Value) -> None:
+        self.vars = variables
+        self.n = n
+        self.value = value
+        self.state = variables.problem.nodes[n].copy()
+        self.name = self.state.name
+
+    def assign(self, items: list[tuple[PodSetVars, int]]) -> Pods:
+        out: Pods = {ps: [] for ps, _ in items}
+        remaining = {ps: count for ps, count in items if ps.whole_gpus}
+        if self.state.indices_known:
+            self._in_islands(remaining, out)
+            self._whole(remaining, out)
+        else:
+            self._whole_unknown(remaining, out)
+        self._shares(items, out)
+        _check(self.state)
+        return out
+
+    def _place(self, ps: PodSetVars, gpus: list[int], out: Pods, pod: tuple[int, ...] | None) -> None:
+        _book(self.state, ps, gpus)
+        out[ps].append((self.name, pod))
+
+    def _in_islands(self, remaining: dict[PodSetVars, int], out: Pods) -> None:
+        """1. In-island pods, per island and size, as the model counted them."""
+        state = self.state
         for i, island in enumerate(state.islands):
             for g in sorted({ps.whole_gpus for ps in remaining}, reverse=True):
-                var = ctx.island_counts.get((n, i, g))
-                inside = value(var) if var is not None else 0
+                var = self.vars.islands.count(self.n, i, g)
+                inside = self.value(var) if var is not None else 0
                 for _ in range(inside):
                     ps = _next_pod(remaining, g)
                     free = [gpu for gpu in island if state.is_fully_free(gpu)]
                     if ps is None or len(free) < g:
                         raise AssignmentError(
-                            f"node {name}: island {i} cannot hold the {g}-GPU pods counted in it"
+                            f"node {self.name}: island {i} cannot hold the {g}-GPU pods counted in it"
                         )
                     gpus = free[:g]
-                    _book(state, ps, gpus)
-                    out[ps].append((name, tuple(gpus)))
+                    self._place(ps, gpus, out, tuple(gpus))
                     remaining[ps] -= 1
-        # 2. The other whole-GPU pods, biggest first.
+
+    def _whole(self, remaining: dict[PodSetVars, int], out: Pods) -> None:
+        """2. The other whole-GPU pods, biggest first."""
+        state = self.state
         for ps in sorted(remaining, key=lambda p: (-p.whole_gpus, p.index)):
             for _ in range(remaining[ps]):
                 chosen = state.choose_gpus(ps.request)
                 if chosen is None:
-                    raise AssignmentError(f"node {name}: no {ps.whole_gpus} free GPUs left for {_label(ps)}")
+                    raise AssignmentError(
+                        f"node {self.name}: no {ps.whole_gpus} free GPUs left for {ps.label()}"
+                    )
                 if ps.pod_set.nvlink_required and not state.in_one_island(chosen):
-                    raise AssignmentError(f"node {name}: {_label(ps)} needs one NVLink island")
-                _book(state, ps, chosen)
-                out[ps].append((name, tuple(chosen)))
-    else:
+                    raise AssignmentError(f"node {self.name}: {ps.label()} needs one NVLink island")
+                self._place(ps, chosen, out, tuple(chosen))
+
+    def _whole_unknown(self, remaining: dict[PodSetVars, int], out: Pods) -> None:
+        """Whole-GPU pods on a node with index-unknown usage: counted, without indices."""
         whole = sum(ps.whole_gpus * count for ps, count in remaining.items())
-        if whole > state.whole_free:
-            raise AssignmentError(f"node {name}: {whole} whole GPUs placed, {state.whole_free} free")
+        if whole > self.state.whole_free:
+            raise AssignmentError(
+                f"node {self.name}: {whole} whole GPUs placed, {self.state.whole_free} free"
+            )
         for ps, count in remaining.items():
             for _ in range(count):
-                _book(state, ps, [])
-                out[ps].append((name, None))
-    # 3. Shares: on the partly used GPU the model chose, or on an untouched GPU per opened slot.
-    opened = sum(value(t) for t in ctx.fresh_slots.get(n, []))
-    untouched = sorted(state.fully_free_gpus(), key=lambda g: (_island_free(state, g), g))
-    if opened > len(untouched) or (opened and not state.indices_known):
-        raise AssignmentError(f"node {name}: shares opened {opened} GPUs, {len(untouched)} untouched")
-    for ps, count in items:
-        if not ps.is_share:
-            if not ps.whole_gpus:
-                for _ in range(count):
-                    _book(state, ps, [])
-                    out[ps].append((name, ()))
-            continue
-        placed = 0
-        for gpu, var in ctx.share_vars.get((ps.index, n), []):
-            for _ in range(value(var)):
-                _book(state, ps, [gpu])
-                out[ps].append((name, (gpu,)))
-                placed += 1
-        for j, var in enumerate(ctx.fresh_share_vars.get((ps.index, n), [])):
-            for _ in range(value(var)):
-                gpu = untouched[j]
-                _book(state, ps, [gpu])
-                out[ps].append((name, (gpu,)))
-                placed += 1
-        if placed != count:
-            raise AssignmentError(f"node {name}: {_label(ps)} has {count} pods but {placed} shares")
-    _check(state)
-    return out
+                self._place(ps, [], out, None)
+
+    def _shares(self, items: list[tuple[PodSetVars, int]], out: Pods) -> None:
+        """3. Shares: on the partly used GPU the model chose, or on an untouched GPU per opened slot."""
+        state, value, shares = self.state, self.value, self.vars.shares
+        opened = sum(value(t) for t in shares.slots(self.n))
+        untouched = sorted(state.fully_free_gpus(), key=lambda g: (_island_free(state, g), g))
+        if opened > len(untouched) or (opened and not state.indices_known):
+            raise AssignmentError(
+                f"node {self.name}: shares opened {opened} GPUs, {len(untouched)} untouched"
+            )
+        for ps, count in items:
+            if not ps.is_share:
+                if not ps.whole_gpus:
+                    for _ in range(count):
+                        self._place(ps, [], out, ())
+                continue
+            placed = 0
+            for gpu, var in shares.on_gpu(ps.index, self.n):
+                for _ in range(value(var)):
+                    self._place(ps, [gpu], out, (gpu,))
+                    placed += 1
+            for j, var in enumerate(shares.fresh(ps.index, self.n)):
+                for _ in range(value(var)):
+                    self._place(ps, [untouched[j]], out, (untouched[j],))
+                    placed += 1
+            if placed != count:
+                raise AssignmentError(f"node {self.name}: {ps.label()} has {count} pods but {placed} shares")
 
 
-def _next_pod(remaining: dict[PodSetEntry, int], g: int) -> PodSetEntry | None:
+def _next_pod(remaining: dict[PodSetVars, int], g: int) -> PodSetVars | None:
     sized = [ps for ps, left in remaining.items() if ps.whole_gpus == g and left > 0]
     sized.sort(key=lambda ps: (not ps.pod_set.nvlink_required, ps.index))
     return sized[0] if sized else None
@@ -153,7 +181,7 @@ def _island_free(state: NodeState, gpu: int) -> int:
     return 0
 
 
-def _book(state: NodeState, ps: PodSetEntry, gpus: list[int]) -> None:
+def _book(state: NodeState, ps: PodSetVars, gpus: list[int]) -> None:
     state.take(ps.request, gpus)
     if not ps.is_share and ps.whole_gpus and not gpus:
         state.unknown += ps.whole_gpus
@@ -171,7 +199,3 @@ def _check(state: NodeState) -> None:
         problems.append("more whole GPUs than are free")
     if problems:
         raise AssignmentError(f"node {state.name}: " + "; ".join(problems))
-
-
-def _label(ps: PodSetEntry) -> str:
-    return f"{ps.workload.workload.key} podset {ps.pod_set.name}"

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 from optsched.model.placement import Placement
 from optsched.model.snapshot import FULL_GPU_MILLI, Snapshot, Workload
-from optsched.solver.context import SolverContext
-from optsched.solver.modules.admission import pod_value, stage_name
+from optsched.settings import Settings
+from optsched.solver.objective import pod_value, priority_stage
+from optsched.solver.problem import Problem
 from optsched.solver.stages import StagesOutcome
 
 
-def admitted_vector(ctx: SolverContext, placement: Placement) -> dict[int, int]:
+def admitted_vector(snapshot: Snapshot, settings: Settings, placement: Placement) -> dict[int, int]:
     """Admission objective per priority level, evaluated on a placement."""
-    newest = max(w.created for w in ctx.snapshot.workloads)
+    newest = max(w.created for w in snapshot.workloads)
     out: dict[int, int] = {}
-    for workload in ctx.snapshot.workloads:
+    for workload in snapshot.workloads:
         assignment = placement.admitted.get(workload.key)
         if assignment is None:
             continue
         age = max(0.0, (newest - workload.created).total_seconds() / 3600)
         total = 0
         for ps in workload.pod_sets:
-            total += len(assignment.pods.get(ps.name, [])) * pod_value(ps.request, age, ctx.settings.ageing)
+            total += len(assignment.pods.get(ps.name, [])) * pod_value(ps.request, age, settings.ageing)
         out[workload.priority] = out.get(workload.priority, 0) + total
     return out
 
@@ -44,7 +45,7 @@ def gpus_admitted(snapshot: Snapshot, placement: Placement) -> float:
     return total
 
 
-def capacity_bounds(ctx: SolverContext, outcome: StagesOutcome) -> dict[str, float]:
+def capacity_bounds(problem: Problem, outcome: StagesOutcome) -> dict[str, float]:
     """A second upper bound per admission stage: fractional knapsack over free GPU capacity.
 
     CP-SAT's bound comes from its LP, which a short time limit on a large model
@@ -54,17 +55,18 @@ def capacity_bounds(ctx: SolverContext, outcome: StagesOutcome) -> dict[str, flo
     and no pod is worth more than its value per milli. Filling that capacity
     with the best-valued pods first, fractionally, bounds the stage.
     """
-    free: float = max(0, ctx.state.free_gpu_milli)
+    free: float = max(0, problem.state.free_gpu_milli)
     by_level: dict[int, list[tuple[float, int, int]]] = {}
-    for ps in ctx.pod_sets:
-        req = ps.request
-        base = req.gpu_milli if req.is_share else req.gpus * FULL_GPU_MILLI
-        value = pod_value(req, ps.workload.age_hours, ctx.settings.ageing)
-        by_level.setdefault(ps.workload.workload.priority, []).append((value, base, ps.pod_set.count))
+    for entry in problem.workloads:
+        for ps in entry.pod_sets:
+            req = ps.request
+            base = req.gpu_milli if req.is_share else req.gpus * FULL_GPU_MILLI
+            value = pod_value(req, entry.age_hours, problem.settings.ageing)
+            by_level.setdefault(entry.workload.priority, []).append((value, base, ps.pod_set.count))
     out: dict[str, float] = {}
     results = {r.name: r for r in outcome.results if r.admission}
     for priority in sorted(by_level, reverse=True):
-        name = stage_name(priority)
+        name = priority_stage(priority)
         items = by_level[priority]
         free_value = sum(v * c for v, b, c in items if b == 0)
         left, total = free, float(free_value)

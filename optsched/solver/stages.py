@@ -1,11 +1,12 @@
 """Lexicographic optimisation by successive CP-SAT solves.
 
-Stages run highest first (priority levels, then topology, packing,
-stability). After a stage, its objective is pinned (``>= best`` when
-maximising; ``<= best`` plus the configured tolerance when minimising) and the
-next stage starts from the previous solution as a hint, so it can only
-improve what the earlier stages left open. Admission stages share most of
-the time budget; time a stage does not use passes to the next one.
+Stages run in the order :mod:`optsched.solver.objective` gives them (priority
+levels, then topology, packing, nvlink-fit, stability). After a stage, its
+objective is pinned (``>= best`` when maximising; ``<= best`` plus the
+configured tolerance when minimising) and the next stage starts from the
+previous solution as a hint, so it can only improve what the earlier stages
+left open. Admission stages share most of the time budget; time a stage does
+not use passes to the next one.
 """
 
 from __future__ import annotations
@@ -13,16 +14,21 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
 
 from ortools.sat.python import cp_model, cp_model_helper
 
-from optsched.solver.context import ObjectiveTerm, SolverContext
-from optsched.solver.modules.admission import ADMISSION_RANK
+from optsched.settings import Settings
+from optsched.solver.clock import SearchClock
+from optsched.solver.hints import write_hint
+from optsched.solver.objective import ObjectiveTerm, Stage
 
 MIN_STAGE_SECONDS = 0.05
 GOOD = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+FEASIBLE_STAGE = "feasible"
+"""The one stage of a model without objective terms: find any solution."""
 
 
 @dataclass
@@ -41,110 +47,143 @@ class StagesOutcome:
     solution: list[int] | None
     results: list[StageResult] = field(default_factory=list)
     failure: str = ""
+    notes: list[str] = field(default_factory=list)
+    """Stages that found no solution although an earlier one had (the plan's warnings)."""
 
     @property
     def optimal(self) -> bool:
         return bool(self.results) and all(r.status == "OPTIMAL" for r in self.results)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Stage:
     name: str
-    rank: tuple[int, int]
     expr: cp_model.LinearExprT
     maximize: bool
     scale: float
+    admission: bool
 
 
 def _stages(terms: list[ObjectiveTerm]) -> list[_Stage]:
     out = []
-    ordered = sorted(terms, key=lambda t: (t.rank, t.stage))
-    for (rank, name), group in groupby(ordered, key=lambda t: (t.rank, t.stage)):
+    ordered = sorted(terms, key=lambda t: (t.order, t.name))
+    for (_, name), group in groupby(ordered, key=lambda t: (t.order, t.name)):
         items = list(group)
         if len({t.maximize for t in items}) != 1:
             raise ValueError(f"stage {name} mixes maximised and minimised terms")
         expr = sum((t.expr for t in items), start=0) if len(items) > 1 else items[0].expr
-        out.append(_Stage(name, rank, expr, items[0].maximize, items[0].scale))
+        first = items[0]
+        out.append(_Stage(name, expr, first.maximize, first.scale, first.stage is Stage.PRIORITY))
     return out
 
 
+def _shares(stages: list[_Stage], budget: float) -> list[float]:
+    """The first stage decides the most and has no full hint yet: it gets the largest share."""
+    weights = [4.0 if i == 0 else 2.0 if s.admission else 1.0 for i, s in enumerate(stages)]
+    return [budget * w / sum(weights) for w in weights]
+
+
 def solve_stages(
-    ctx: SolverContext, terms: list[ObjectiveTerm], deadline: float, solution: list[int] | None = None
+    model: cp_model.CpModel,
+    settings: Settings,
+    clock: SearchClock,
+    terms: list[ObjectiveTerm],
+    deadline: float,
+    *,
+    solution: list[int] | None = None,
+    known: Mapping[str, int] | None = None,
 ) -> StagesOutcome:
-    """Run every stage before ``deadline`` (a reading of ``ctx.clock``).
+    """Run every stage before ``deadline`` (a reading of ``clock``).
 
     ``solution`` is the assignment an earlier call ended with (kept when no
     stage here finds one); without it, a model with no stage still gets one
-    feasibility solve.
+    feasibility solve. ``known`` holds stage optima known without a solve.
     """
-    settings = ctx.settings
-    model = ctx.model
     stages = _stages(terms)
     outcome = StagesOutcome(solution=solution)
     if not stages:
         if solution is not None:
             return outcome
-        stages = [_Stage("feasible", (ADMISSION_RANK, 0), 0, True, 1.0)]
-    clock = ctx.clock
-    budget = max(deadline - clock.now(), MIN_STAGE_SECONDS * len(stages))
-    # The first stage decides the most and has no full hint yet: it gets the largest share.
-    weights = [4.0 if i == 0 else 2.0 if s.rank[0] == ADMISSION_RANK else 1.0 for i, s in enumerate(stages)]
-    shares = [budget * w / sum(weights) for w in weights]
-    carry = 0.0
-    for index, stage in enumerate(stages):
-        known = ctx.known_optimum.get(stage.name)
-        if known is not None and stage.maximize:
-            # Every workload of this level in the window fits at once (the greedy plan admits them
-            # all): that is the most the level can reach, so the bound is exact ...
-            model.add(stage.expr <= known)
-        if known is not None and outcome.solution is None and stage.maximize:
-            # ... and a leading level needs no solve at all: pin it. (When every level is known,
-            # the caller continues from the greedy solution itself.)
-            model.add(stage.expr >= known)
-            outcome.results.append(
-                StageResult(stage.name, "OPTIMAL", known / stage.scale, known / stage.scale, 0.0, True)
-            )
-            carry += shares[index]
-            continue
-        left = deadline - clock.now()
-        later = sum(shares[index + 1 :])
-        allowed = max(MIN_STAGE_SECONDS, min(shares[index] + carry, left - later * 0.25))
+        stages = [_Stage(FEASIBLE_STAGE, 0, True, 1.0, True)]
+    runner = _Runner(model, settings, clock, outcome, known or {})
+    runner.run(stages, deadline)
+    return outcome
+
+
+class _Runner:
+    """One pass over the stages; keeps the time a stage did not use for the next."""
+
+    def __init__(
+        self,
+        model: cp_model.CpModel,
+        settings: Settings,
+        clock: SearchClock,
+        outcome: StagesOutcome,
+        known: Mapping[str, int],
+    ) -> None:
+        self.model = model
+        self.settings = settings
+        self.clock = clock
+        self.outcome = outcome
+        self.known = known
+        self.carry = 0.0
+
+    def run(self, stages: list[_Stage], deadline: float) -> None:
+        budget = max(deadline - self.clock.now(), MIN_STAGE_SECONDS * len(stages))
+        shares = _shares(stages, budget)
+        for index, stage in enumerate(stages):
+            if self._known(stage):
+                self.carry += shares[index]
+                continue
+            left = deadline - self.clock.now()
+            later = sum(shares[index + 1 :])
+            allowed = max(MIN_STAGE_SECONDS, min(shares[index] + self.carry, left - later * 0.25))
+            if not self._solve(stage, allowed, shares[index]):
+                return
+
+    def _known(self, stage: _Stage) -> bool:
+        """Pin a stage whose optimum is known; True when that needs no solve."""
+        known = self.known.get(stage.name)
+        if known is None or not stage.maximize:
+            return False
+        # Every workload of this level in the window fits at once (the greedy plan admits them
+        # all): that is the most the level can reach, so the bound is exact ...
+        self.model.add(stage.expr <= known)
+        if self.outcome.solution is not None:
+            return False
+        # ... and a leading level needs no solve at all: pin it. (When every level is known,
+        # the caller continues from the greedy solution itself.)
+        self.model.add(stage.expr >= known)
+        value = known / stage.scale
+        self.outcome.results.append(StageResult(stage.name, "OPTIMAL", value, value, 0.0, True))
+        return True
+
+    def _solve(self, stage: _Stage, allowed: float, share: float) -> bool:
+        """Solve one stage and pin its objective; False when the pass must stop."""
+        model, outcome = self.model, self.outcome
         started = time.perf_counter()
-        counted_from = clock.now()
+        counted_from = self.clock.now()
         model.clear_objective()  # type: ignore[no-untyped-call]
         if stage.maximize:
             model.maximize(stage.expr)
         else:
             model.minimize(stage.expr)
-        solver = cp_model.CpSolver()
-        params = solver.parameters
-        clock.limit(solver, allowed)
-        params.num_workers = settings.workers or (os.cpu_count() or 1)
-        params.random_seed = settings.random_seed
-        params.log_search_progress = settings.log_search
-        # Presolve is repeated every stage; one light pass keeps it from eating a short time limit.
-        params.max_presolve_iterations = 1
-        params.cp_model_probing_level = 0
-        params.symmetry_level = 0
-        if stage.rank[0] != ADMISSION_RANK:
-            # Quality stages start from a complete feasible hint with the admitted set fixed; on a
-            # large model presolve alone can take their whole share, so they search directly.
-            params.cp_model_presolve = False
+        solver = self._solver(stage, allowed)
         status = solver.solve(model)
-        clock.charge(solver)
+        self.clock.charge(solver)
         seconds = time.perf_counter() - started
-        carry = max(0.0, shares[index] + carry - (clock.now() - counted_from))
+        self.carry = max(0.0, share + self.carry - (self.clock.now() - counted_from))
         if status not in GOOD:
             name = solver.status_name(status)
             if outcome.solution is None:
                 outcome.failure = f"stage {stage.name}: {name} after {seconds:.2f}s"
-                return outcome
-            ctx.notes.append(
-                f"stage {stage.name} found no solution in {seconds:.2f}s ({name}); kept the previous stage's"
-            )
-            break
-        value = solver.objective_value
-        bound = solver.best_objective_bound
+            else:
+                outcome.notes.append(
+                    f"stage {stage.name} found no solution in {seconds:.2f}s ({name}); "
+                    "kept the previous stage's"
+                )
+            return False
+        value, bound = solver.objective_value, solver.best_objective_bound
         outcome.solution = list(solver.response_proto.solution)
         outcome.results.append(
             StageResult(
@@ -153,19 +192,39 @@ def solve_stages(
                 value / stage.scale + 0.0,
                 bound / stage.scale + 0.0,
                 seconds,
-                stage.rank[0] == ADMISSION_RANK,
+                stage.admission,
             )
         )
-        best = round(value)
+        self._pin(stage, round(value))
+        write_hint(model, dict(enumerate(outcome.solution)))
+        return True
+
+    def _solver(self, stage: _Stage, allowed: float) -> cp_model.CpSolver:
+        solver = cp_model.CpSolver()
+        params = solver.parameters
+        self.clock.limit(solver, allowed)
+        params.num_workers = self.settings.workers or (os.cpu_count() or 1)
+        params.random_seed = self.settings.random_seed
+        params.log_search_progress = self.settings.log_search
+        # Presolve is repeated every stage; one light pass keeps it from eating a short time limit.
+        params.max_presolve_iterations = 1
+        params.cp_model_probing_level = 0
+        params.symmetry_level = 0
+        if not stage.admission:
+            # Quality stages start from a complete feasible hint with the admitted set fixed; on a
+            # large model presolve alone can take their whole share, so they search directly.
+            params.cp_model_presolve = False
+        return solver
+
+    def _pin(self, stage: _Stage, best: int) -> None:
+        """The next stages may not make this one worse (quality stages within the tolerance)."""
         if isinstance(stage.expr, int):
-            pass
-        elif stage.maximize:
-            model.add(stage.expr >= best)
+            return
+        if stage.maximize:
+            self.model.add(stage.expr >= best)
         else:
-            slack = 0 if stage.rank[0] == ADMISSION_RANK else math.floor(settings.stage_tolerance * abs(best))
-            model.add(stage.expr <= best + slack)
-        set_hint(model, outcome.solution)
-    return outcome
+            slack = 0 if stage.admission else math.floor(self.settings.stage_tolerance * abs(best))
+            self.model.add(stage.expr <= best + slack)
 
 
 def stage_values(terms: list[ObjectiveTerm], values: dict[int, int]) -> tuple[int, ...]:
@@ -179,11 +238,3 @@ def stage_values(terms: list[ObjectiveTerm], values: dict[int, int]) -> tuple[in
         value = flat.offset + sum(c * values.get(v.index, 0) for v, c in pairs)
         out.append(-value if stage.maximize else value)
     return tuple(out)
-
-
-def set_hint(model: cp_model.CpModel, values: list[int]) -> None:
-    """Replace the model's hint with a full assignment (fast: straight into the proto)."""
-    model.clear_hints()  # type: ignore[no-untyped-call]
-    hint = model.proto.solution_hint
-    hint.vars.extend(range(len(values)))
-    hint.values.extend(values)

@@ -10,27 +10,51 @@ The greedy plan's and the previous plan's nodes are kept as candidates.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from optsched.capacity.state import ClusterState
 from optsched.model.placement import Placement
-from optsched.model.snapshot import FULL_GPU_MILLI
-from optsched.solver.context import SolverContext
+from optsched.model.plan import Plan
+from optsched.model.snapshot import FULL_GPU_MILLI, Snapshot, Workload
+from optsched.settings import Settings
 
 
-def choose_window(ctx: SolverContext, greedy: Placement) -> None:
+@dataclass(frozen=True)
+class Window:
+    workloads: tuple[Workload, ...]
+    """Workloads planned jointly, in queue order (priority desc, creation asc)."""
+    beyond: tuple[Workload, ...]
+    """Workloads past the window, deferred without being planned."""
+    forced: Mapping[tuple[str, str], frozenset[int]]
+    """(workload key, PodSet name) -> nodes that must stay candidates (greedy and previous plan)."""
+
+
+def choose_window(
+    snapshot: Snapshot, settings: Settings, state: ClusterState, greedy: Placement, previous: Plan | None
+) -> Window:
     """The queue head whose GPU demand reaches window_factor x free GPUs, plus greedy/previous admissions."""
-    snapshot = ctx.snapshot
     must = set(greedy.admitted)
-    if ctx.previous is not None:
-        must |= {d.name for d in ctx.previous.workloads if d.decision == "admit"}
-    free = max(0.0, ctx.state.free_gpu_milli / FULL_GPU_MILLI)
-    limit = ctx.settings.window_factor * free
+    if previous is not None:
+        must |= {d.name for d in previous.workloads if d.decision == "admit"}
+    free = max(0.0, state.free_gpu_milli / FULL_GPU_MILLI)
+    limit = settings.window_factor * free
     demand = 0.0
+    inside_window: list[Workload] = []
+    beyond: list[Workload] = []
     for workload in sorted(snapshot.workloads, key=lambda w: w.queue_key):
-        inside = demand < limit or len(ctx.window) < ctx.settings.min_window
+        inside = demand < limit or len(inside_window) < settings.min_window
         if inside or workload.key in must:
-            ctx.window.append(workload)
+            inside_window.append(workload)
             demand += workload.gpu_demand if inside else 0.0
         else:
-            ctx.beyond_window.append(workload)
+            beyond.append(workload)
+    return Window(tuple(inside_window), tuple(beyond), _forced(snapshot, greedy, previous))
+
+
+def _forced(
+    snapshot: Snapshot, greedy: Placement, previous: Plan | None
+) -> dict[tuple[str, str], frozenset[int]]:
     index = {node.name: i for i, node in enumerate(snapshot.nodes)}
     sources: list[dict[tuple[str, str], set[str]]] = [
         {
@@ -39,15 +63,17 @@ def choose_window(ctx: SolverContext, greedy: Placement) -> None:
             for ps, pods in a.pods.items()
         }
     ]
-    if ctx.previous is not None:
+    if previous is not None:
         sources.append(
             {
                 (d.name, ps.name): {p.node for p in ps.pods}
-                for d in ctx.previous.workloads
+                for d in previous.workloads
                 if d.decision == "admit"
                 for ps in d.pod_sets
             }
         )
+    forced: dict[tuple[str, str], set[int]] = {}
     for source in sources:
         for key, names in source.items():
-            ctx.forced.setdefault(key, set()).update(index[n] for n in names if n in index)
+            forced.setdefault(key, set()).update(index[n] for n in names if n in index)
+    return {key: frozenset(nodes) for key, nodes in forced.items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from optsched.solver.clock import WALL_CAP_FACTOR, SearchClock
-from optsched.solver.context import ObjectiveTerm
+from optsched.solver.objective import ObjectiveTerm, Stage
 from optsched.solver.stages import stage_values
 
 
@@ -45,10 +45,10 @@ def test_stage_values_are_costs_in_stage_order() -> None:
     x = model.new_int_var(0, 9, "x")
     y = model.new_bool_var("y")
     terms = [
-        ObjectiveTerm("later", (2, 0), 3 * x + 1),
-        ObjectiveTerm("first", (1, 0), 2 * y + x, maximize=True),
-        ObjectiveTerm("first", (1, 0), 5 * y, maximize=True),
+        ObjectiveTerm(Stage.PACKING, 3 * x + 1),
+        ObjectiveTerm(Stage.TOPOLOGY, 2 * y + x, maximize=True),
+        ObjectiveTerm(Stage.TOPOLOGY, 5 * y, maximize=True),
     ]
     values = {x.index: 4, y.index: 1}
-    # Stage "first" sums its terms (2 + 4 + 5) and is maximised, so it counts as a cost of -11.
+    # Stage topology (first) sums its terms (2 + 4 + 5) and is maximised, so it counts as a cost of -11.
     assert stage_values(terms, values) == (-11, 13)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from optsched.model.plan import PlanStatus
+from optsched.model.snapshot import Snapshot
 from optsched.policies.choosers import BestFit
 from optsched.policies.greedy import greedy_placement
 from optsched.settings import Settings
@@ -11,7 +12,7 @@ from tests.builders import A100, RACK, node, pods, snapshot, workload
 from tests.solver.helpers import FAST, admitted, nodes_of, plan_for
 
 
-def fifo_trap() -> object:
+def fifo_trap() -> Snapshot:
     """Four empty 8-GPU nodes; in creation order four 6-GPU pods, then a 4-pod gang of 8-GPU pods.
 
     FIFO BestFit places each 6-GPU pod on its own node (no node can hold two), leaving
@@ -25,7 +26,7 @@ def fifo_trap() -> object:
 
 
 def test_fifo_trap_greedy_admits_24_of_32() -> None:
-    greedy = greedy_placement(fifo_trap(), BestFit())  # type: ignore[arg-type]
+    greedy = greedy_placement(fifo_trap(), BestFit())
     gpus = sum(6 for key in greedy.admitted if "six" in key) + (
         32 if "default/gang" in greedy.admitted else 0
     )
@@ -33,7 +34,7 @@ def test_fifo_trap_greedy_admits_24_of_32() -> None:
 
 
 def test_fifo_trap_optimizer_admits_all_32() -> None:
-    plan = plan_for(fifo_trap())  # type: ignore[arg-type]
+    plan = plan_for(fifo_trap())
     assert plan.summary.gpus_admitted == 32
     assert admitted(plan) == {"gang"}
     assert plan.status == PlanStatus.OPTIMAL
@@ -42,7 +43,7 @@ def test_fifo_trap_optimizer_admits_all_32() -> None:
 
 def test_forced_fallback_returns_the_valid_greedy_plan() -> None:
     snap = fifo_trap()
-    plan = plan_for(snap, FAST.model_copy(update={"force_fallback": True}), allow_fallback=True)  # type: ignore[arg-type]
+    plan = plan_for(snap, FAST.model_copy(update={"force_fallback": True}), allow_fallback=True)
     assert plan.status == PlanStatus.FALLBACK
     assert plan.summary.gpus_admitted == 24
     assert any("greedy" in w for w in plan.warnings)
@@ -50,7 +51,7 @@ def test_forced_fallback_returns_the_valid_greedy_plan() -> None:
 
 def test_tiny_time_limit_still_gives_a_valid_plan() -> None:
     snap = fifo_trap()
-    plan = plan_for(snap, Settings(time_limit_s=0.001, workers=1), allow_fallback=True)  # type: ignore[arg-type]
+    plan = plan_for(snap, Settings(time_limit_s=0.001, workers=1), allow_fallback=True)
     assert plan.status in (PlanStatus.FALLBACK, PlanStatus.FEASIBLE, PlanStatus.OPTIMAL)
     assert plan.summary.gpus_admitted >= 24
 
@@ -81,10 +82,10 @@ def test_workloads_past_the_window_are_deferred_with_a_reason() -> None:
 
 def test_plan_is_deterministic_with_one_worker() -> None:
     snap = fifo_trap()
-    one = plan_for(snap)  # type: ignore[arg-type]
-    two = plan_for(snap)  # type: ignore[arg-type]
+    one = plan_for(snap)
+    two = plan_for(snap)
     assert [w.model_dump() for w in one.workloads] == [w.model_dump() for w in two.workloads]
-    assert check_plan(snap, two) == []  # type: ignore[arg-type]
+    assert check_plan(snap, two) == []
 
 
 def test_pruned_candidates_still_offer_a_whole_required_rack() -> None:

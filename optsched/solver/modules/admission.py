@@ -1,63 +1,41 @@
-"""Admission objectives: priority levels first, then GPUs admitted with an ageing bonus.
+"""Admission objectives: one stage per priority level, each maximising the work it admits.
 
-One lexicographic stage per distinct priority level, highest first: a stage
-maximises the GPUs admitted at its level, and the next stage may not lower it.
-That is exactly BRIEF 2.4 (1): no workload is deferred so that lower-priority
-work can take its place. Separate stages were chosen over big weights because
-the number of levels in a window is small (usually two or three) and big
-weights would make the reported gap meaningless.
-
-Within a level each pod counts its GPUs in milli-GPUs times
-``1 + min(cap, per_hour * hours waited)``; a CPU-only pod counts one milli so
-it is still admitted when it fits.
+A stage maximises the GPUs admitted at its level (each pod at
+:func:`~optsched.solver.objective.pod_value`, ageing included), and the next
+stage may not lower it, so no workload is deferred so that lower-priority work
+can take its place. Where the stages sit in the lexicographic order is
+:mod:`optsched.solver.objective`'s to say.
 """
 
 from __future__ import annotations
 
 from ortools.sat.python import cp_model
 
-from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
-from optsched.settings import AgeingSettings
-from optsched.solver.context import ObjectiveTerm, SolverContext
-
-ADMISSION_RANK = 0
-
-
-def pod_value(req: PodRequest, age_hours: float, ageing: AgeingSettings) -> int:
-    """Objective value of one admitted pod (milli-GPUs, ageing included)."""
-    base = req.gpu_milli if req.is_share else req.gpus * FULL_GPU_MILLI
-    if base == 0:
-        return 1
-    bonus = min(ageing.cap, ageing.per_hour * age_hours)
-    return round(base * (1.0 + bonus))
-
-
-def stage_name(priority: int) -> str:
-    return f"priority:{priority}"
+from optsched.model.snapshot import FULL_GPU_MILLI
+from optsched.solver.context import ModelContext, Switch
+from optsched.solver.objective import ObjectiveTerm, Phase, Stage, pod_value
 
 
 class Admission:
-    phase = "admission"
     name = "admission"
+    phase = Phase.ADMISSION
+    switch: Switch | None = None
+    stages = (Stage.PRIORITY,)
 
-    def apply(self, ctx: SolverContext) -> list[ObjectiveTerm]:
+    def apply(self, ctx: ModelContext, weight: int) -> list[ObjectiveTerm]:
         by_level: dict[int, tuple[list[cp_model.IntVar], list[int]]] = {}
-        for ps in ctx.pod_sets:
-            value = pod_value(ps.request, ps.workload.age_hours, ctx.settings.ageing)
-            variables, coefs = by_level.setdefault(ps.workload.workload.priority, ([], []))
-            variables.extend(ps.y)
-            coefs.extend([value] * len(ps.y))
+        for ps in ctx.vars.pod_sets:
+            value = pod_value(ps.request, ps.owner.age_hours, ctx.settings.ageing)
+            variables, coefs = by_level.setdefault(ps.workload.priority, ([], []))
+            variables.extend(ps.ys)
+            coefs.extend([value] * len(ps.candidates))
         terms = []
         for priority in sorted(by_level, reverse=True):
             variables, coefs = by_level[priority]
             expr = cp_model.LinearExpr.weighted_sum(variables, coefs)
             terms.append(
                 ObjectiveTerm(
-                    stage_name(priority),
-                    (ADMISSION_RANK, -priority),
-                    expr,
-                    maximize=True,
-                    scale=float(FULL_GPU_MILLI),
+                    Stage.PRIORITY, expr, maximize=True, scale=float(FULL_GPU_MILLI), priority=priority
                 )
             )
         return terms

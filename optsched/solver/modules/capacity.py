@@ -7,6 +7,10 @@ variable per GPU index, and untouched GPUs are opened as interchangeable
 longer a whole free GPU. Shares on one GPU never exceed its free compute or
 free memory. Constraints that cannot bind (every candidate at its upper bound
 still fits) are left out to keep large models small.
+
+The share variables go to :class:`~optsched.solver.variables.ShareVars`:
+packing counts opened slots as used GPUs, and the GPU assignment reads which
+GPU each share landed on.
 """
 
 from __future__ import annotations
@@ -16,8 +20,15 @@ from functools import partial
 from ortools.sat.python import cp_model
 
 from optsched.capacity.fit import fresh_gpus, share_gpus, share_slots
+from optsched.capacity.state import NodeState
 from optsched.model.snapshot import FULL_GPU_MILLI
-from optsched.solver.context import HintView, ObjectiveTerm, PodSetEntry, SolverContext
+from optsched.solver.context import ModelContext, Switch
+from optsched.solver.hints import HintView
+from optsched.solver.objective import ObjectiveTerm, Phase, Stage
+from optsched.solver.variables import Candidate, PodSetVars
+
+OnNode = list[tuple[PodSetVars, Candidate]]
+ShareItems = list[tuple[PodSetVars, cp_model.IntVar]]
 
 
 def _limit(model: cp_model.CpModel, terms: list[tuple[int, cp_model.IntVar, int]], free: int) -> None:
@@ -29,127 +40,118 @@ def _limit(model: cp_model.CpModel, terms: list[tuple[int, cp_model.IntVar, int]
 
 
 class Capacity:
-    phase = "admission"
     name = "capacity"
+    phase = Phase.ADMISSION
+    switch: Switch | None = None
+    stages: tuple[Stage, ...] = ()
 
-    def apply(self, ctx: SolverContext) -> list[ObjectiveTerm]:
+    def apply(self, ctx: ModelContext, weight: int) -> list[ObjectiveTerm]:
         model = ctx.model
-        for n, entries in ctx.by_node.items():
+        for n, entries in ctx.vars.by_node.items():
             node = ctx.nodes[n]
-            _limit(model, [(e.request.cpu_milli, e.y[p], e.ub[p]) for e, p in entries], node.cpu)
-            _limit(model, [(e.request.memory_mib, e.y[p], e.ub[p]) for e, p in entries], node.mem)
-            _limit(model, [(1, e.y[p], e.ub[p]) for e, p in entries], node.pods)
+            _limit(model, [(e.request.cpu_milli, c.y, c.ub) for e, c in entries], node.cpu)
+            _limit(model, [(e.request.memory_mib, c.y, c.ub) for e, c in entries], node.mem)
+            _limit(model, [(1, c.y, c.ub) for _, c in entries], node.pods)
             names = {name for e, _ in entries for name in e.request.extended}
             for name in sorted(names):
                 _limit(
                     model,
-                    [(e.request.extended.get(name, 0), e.y[p], e.ub[p]) for e, p in entries],
+                    [(e.request.extended.get(name, 0), c.y, c.ub) for e, c in entries],
                     node.ext.get(name, 0),
                 )
-            shares = [(e, p) for e, p in entries if e.is_share]
-            touched = self._shares(ctx, n, shares) if shares else []
-            whole = [(e.whole_gpus, e.y[p], e.ub[p]) for e, p in entries if e.whole_gpus]
+            shares = [(e, c) for e, c in entries if e.is_share]
+            touched = _shares(ctx, n, shares) if shares else []
+            whole = [(e.whole_gpus, c.y, c.ub) for e, c in entries if e.whole_gpus]
             whole += [(1, t, 1) for t in touched]
             _limit(model, whole, node.whole_free)
         return []
 
-    def _shares(
-        self, ctx: SolverContext, n: int, shares: list[tuple[PodSetEntry, int]]
-    ) -> list[cp_model.IntVar]:
-        model = ctx.model
-        node = ctx.nodes[n]
-        partly = share_gpus(node)
-        demand = sum(e.ub[p] for e, p in shares)
-        slots = min(fresh_gpus(node), demand)
-        touched = [model.new_bool_var(f"open[{n},{j}]") for j in range(slots)]
-        for j in range(1, slots):
-            model.add_implication(touched[j], touched[j - 1])
-        per_gpu: dict[int, list[tuple[PodSetEntry, cp_model.IntVar]]] = {g: [] for g in partly}
-        per_slot: list[list[tuple[PodSetEntry, cp_model.IntVar]]] = [[] for _ in range(slots)]
-        for e, p in shares:
-            req = e.request
-            parts: list[cp_model.IntVar] = []
-            on_gpu: list[tuple[int, cp_model.IntVar]] = []
-            for g in partly:
-                room = min(share_slots(node, req, g), e.ub[p])
-                if room > 0:
-                    var = model.new_int_var(0, room, f"s[{e.index},{n},{g}]")
-                    per_gpu[g].append((e, var))
-                    on_gpu.append((g, var))
-                    parts.append(var)
-            fresh: list[cp_model.IntVar] = []
-            room = min(share_slots(node, req, None), e.ub[p])
-            for j in range(slots if room > 0 else 0):
-                var = model.new_int_var(0, room, f"f[{e.index},{n},{j}]")
-                model.add(var <= room * touched[j])
-                per_slot[j].append((e, var))
-                fresh.append(var)
+
+def _shares(ctx: ModelContext, n: int, shares: OnNode) -> list[cp_model.IntVar]:
+    """Share variables of one node; returns the untouched-GPU slots they may open."""
+    model = ctx.model
+    node = ctx.nodes[n]
+    partly = share_gpus(node)
+    slots = min(fresh_gpus(node), sum(c.ub for _, c in shares))
+    touched = [model.new_bool_var(f"open[{n},{j}]") for j in range(slots)]
+    for j in range(1, slots):
+        model.add_implication(touched[j], touched[j - 1])
+    per_gpu: dict[int, ShareItems] = {g: [] for g in partly}
+    per_slot: list[ShareItems] = [[] for _ in range(slots)]
+    for e, c in shares:
+        req = e.request
+        parts: list[cp_model.IntVar] = []
+        on_gpu: list[tuple[int, cp_model.IntVar]] = []
+        for g in partly:
+            room = min(share_slots(node, req, g), c.ub)
+            if room > 0:
+                var = model.new_int_var(0, room, f"s[{e.index},{n},{g}]")
+                per_gpu[g].append((e, var))
+                on_gpu.append((g, var))
                 parts.append(var)
-            model.add(e.y[p] == sum(parts, start=0))
-            ctx.share_vars[(e.index, n)] = on_gpu
-            ctx.fresh_share_vars[(e.index, n)] = fresh
-        for g, items in per_gpu.items():
-            self._gpu_limits(model, items, node.gpu_milli[g], node.gpu_mem[g], None)
-        for j, items in enumerate(per_slot):
-            self._gpu_limits(model, items, FULL_GPU_MILLI, node.gpu_mem_total, touched[j])
-        ctx.fresh_slots[n] = touched
-        self._hints(ctx, n, shares, touched)
-        return touched
+        fresh: list[cp_model.IntVar] = []
+        room = min(share_slots(node, req, None), c.ub)
+        for j in range(slots if room > 0 else 0):
+            var = model.new_int_var(0, room, f"f[{e.index},{n},{j}]")
+            model.add(var <= room * touched[j])
+            per_slot[j].append((e, var))
+            fresh.append(var)
+            parts.append(var)
+        model.add(c.y == sum(parts, start=0))
+        ctx.vars.shares.add_pod_set(e.index, n, on_gpu, fresh)
+    for g, items in per_gpu.items():
+        _gpu_limits(model, items, node.gpu_milli[g], node.gpu_mem[g], None)
+    for j, items in enumerate(per_slot):
+        _gpu_limits(model, items, FULL_GPU_MILLI, node.gpu_mem_total, touched[j])
+    ctx.vars.shares.add_slots(n, touched)
+    _hints(ctx, n, shares, touched)
+    return touched
 
-    @staticmethod
-    def _hints(
-        ctx: SolverContext, n: int, shares: list[tuple[PodSetEntry, int]], touched: list[cp_model.IntVar]
-    ) -> None:
-        """Share variables from the greedy plan's GPU indices (or from counts, first fit)."""
-        node = ctx.nodes[n]
 
-        def opened(h: HintView) -> list[int]:
-            fresh = {
-                g
-                for e, _ in shares
-                for gpus in h.gpus.get((e.index, n), [])
-                for g in gpus
-                if node.is_fully_free(g)
-            }
-            return sorted(fresh)
+def _opened(node: NodeState, n: int, shares: OnNode, h: HintView) -> list[int]:
+    """Untouched GPUs the known solution's shares use on node ``n``, ascending."""
+    return sorted(
+        {g for e, _ in shares for gpus in h.gpus.get((e.index, n), []) for g in gpus if node.is_fully_free(g)}
+    )
 
-        def slot_open(h: HintView, j: int) -> int:
-            return int(j < len(opened(h)))
 
-        def on_gpu(h: HintView, e: PodSetEntry, g: int) -> int:
-            return sum(1 for gpus in h.gpus.get((e.index, n), []) if gpus == (g,))
+def _hints(ctx: ModelContext, n: int, shares: OnNode, touched: list[cp_model.IntVar]) -> None:
+    """Share variables from the greedy plan's GPU indices (or from counts, first fit)."""
+    node = ctx.nodes[n]
 
-        for j, var in enumerate(touched):
-            ctx.derive(var, partial(slot_open, j=j))
-        for e, _ in shares:
-            for g, var in ctx.share_vars.get((e.index, n), []):
-                ctx.derive(var, partial(on_gpu, e=e, g=g))
-            for j, var in enumerate(ctx.fresh_share_vars.get((e.index, n), [])):
+    def slot_open(h: HintView, j: int) -> int:
+        return int(j < len(_opened(node, n, shares, h)))
 
-                def fresh_hint(h: HintView, e: PodSetEntry = e, j: int = j) -> int:
-                    slots = opened(h)
-                    if j >= len(slots):
-                        return 0
-                    return sum(1 for gpus in h.gpus.get((e.index, n), []) if gpus == (slots[j],))
+    def on_gpu(h: HintView, e: PodSetVars, g: int) -> int:
+        return sum(1 for gpus in h.gpus.get((e.index, n), []) if gpus == (g,))
 
-                ctx.derive(var, fresh_hint)
+    def on_slot(h: HintView, e: PodSetVars, j: int) -> int:
+        slots = _opened(node, n, shares, h)
+        if j >= len(slots):
+            return 0
+        return sum(1 for gpus in h.gpus.get((e.index, n), []) if gpus == (slots[j],))
 
-    @staticmethod
-    def _gpu_limits(
-        model: cp_model.CpModel,
-        items: list[tuple[PodSetEntry, cp_model.IntVar]],
-        milli: int,
-        mem: int,
-        opened: cp_model.IntVar | None,
-    ) -> None:
-        if not items:
-            return
-        variables = [v for _, v in items]
-        compute = cp_model.LinearExpr.weighted_sum(variables, [e.request.gpu_milli for e, _ in items])
-        memory = cp_model.LinearExpr.weighted_sum(variables, [e.request.gpu_mem_mib for e, _ in items])
-        if opened is None:
-            model.add(compute <= milli)
-            model.add(memory <= mem)
-        else:
-            model.add(compute <= milli * opened)
-            model.add(memory <= mem * opened)
+    for j, var in enumerate(touched):
+        ctx.derive(var, partial(slot_open, j=j))
+    for e, _ in shares:
+        for g, var in ctx.vars.shares.on_gpu(e.index, n):
+            ctx.derive(var, partial(on_gpu, e=e, g=g))
+        for j, var in enumerate(ctx.vars.shares.fresh(e.index, n)):
+            ctx.derive(var, partial(on_slot, e=e, j=j))
+
+
+def _gpu_limits(
+    model: cp_model.CpModel, items: ShareItems, milli: int, mem: int, opened: cp_model.IntVar | None
+) -> None:
+    """Shares on one GPU within its free compute and memory (an unopened slot holds none)."""
+    if not items:
+        return
+    variables = [v for _, v in items]
+    compute = cp_model.LinearExpr.weighted_sum(variables, [e.request.gpu_milli for e, _ in items])
+    memory = cp_model.LinearExpr.weighted_sum(variables, [e.request.gpu_mem_mib for e, _ in items])
+    if opened is None:
+        model.add(compute <= milli)
+        model.add(memory <= mem)
+    else:
+        model.add(compute <= milli * opened)
+        model.add(memory <= mem * opened)

@@ -12,6 +12,8 @@ any per-node measure stays linear:
   whole for the next big gang;
 * a best-fit tie-break: GPUs placed on a node cost its free count, so partly
   used nodes fill first.
+
+Untouched GPUs that shares open (node capacity's slots) count as placed.
 """
 
 from __future__ import annotations
@@ -21,18 +23,20 @@ from collections import Counter
 from ortools.sat.python import cp_model
 
 from optsched.model.snapshot import FULL_GPU_MILLI
-from optsched.solver.context import HintRule, HintView, ObjectiveTerm, SolverContext
+from optsched.solver.context import ModelContext, Switch
+from optsched.solver.hints import HintRule, HintView
+from optsched.solver.objective import ObjectiveTerm, Phase, Stage
+from optsched.solver.variables import PodSetVars
 
-PACKING_RANK = (2, 0)
 OPEN_NODE_COST = FULL_GPU_MILLI
 BEST_FIT_COST = 10
 
 
-def whole_shapes(ctx: SolverContext) -> dict[int, float]:
+def whole_shapes(pod_sets: tuple[PodSetVars, ...]) -> dict[int, float]:
     """Popularity of whole-GPU pod sizes among the window's GPU pods (shares count in the total)."""
     sizes: Counter[int] = Counter()
     total = 0
-    for ps in ctx.pod_sets:
+    for ps in pod_sets:
         if ps.request.gpus == 0:
             continue
         total += ps.pod_set.count
@@ -51,48 +55,42 @@ def leftover_cost(k: int, free: int, empty: bool, shapes: dict[int, float]) -> i
 
 
 class Packing:
-    phase = "quality"
     name = "packing"
+    phase = Phase.QUALITY
+    switch = Switch("packing")
+    stages = (Stage.PACKING,)
 
-    def apply(self, ctx: SolverContext) -> list[ObjectiveTerm]:
-        settings = ctx.settings.modules.packing
-        if not settings.enabled or settings.weight == 0:
-            return []
+    def apply(self, ctx: ModelContext, weight: int) -> list[ObjectiveTerm]:
         model = ctx.model
-        shapes = whole_shapes(ctx)
+        shapes = whole_shapes(ctx.vars.pod_sets)
         variables: list[cp_model.IntVar] = []
         coefs: list[int] = []
-        for n in sorted(ctx.by_node):
+        for n in sorted(ctx.vars.by_node):
             node = ctx.nodes[n]
             free = node.whole_free
-            whole = ctx.whole_gpu_terms(n)
-            touched = ctx.fresh_slots.get(n, [])
+            whole = ctx.vars.whole_gpu_terms(n)
+            touched = ctx.vars.shares.slots(n)
             if free == 0 or (not whole and not touched):
                 continue
             empty = node.free_gpu_milli == sum(node.healthy) * FULL_GPU_MILLI and node.cpu == node.cpu_total
             choice = [model.new_bool_var(f"left[{n},{k}]") for k in range(free + 1)]
             model.add_exactly_one(choice)
-            placed = cp_model.LinearExpr.weighted_sum(
-                [v for _, v in whole] + touched, [g for g, _ in whole] + [1] * len(touched)
+            placed = ([v for _, v in whole] + touched, [g for g, _ in whole] + [1] * len(touched))
+            model.add(
+                cp_model.LinearExpr.weighted_sum(*placed)
+                + cp_model.LinearExpr.weighted_sum(choice, list(range(free + 1)))
+                == free
             )
-            model.add(placed + cp_model.LinearExpr.weighted_sum(choice, list(range(free + 1))) == free)
-            terms = ([v for _, v in whole] + touched, [g for g, _ in whole] + [1] * len(touched))
             for k, var in enumerate(choice):
-                ctx.derive(var, _leftover_is(k, free, *terms))
+                ctx.derive(var, _leftover_is(k, free, *placed))
                 cost = leftover_cost(k, free, empty, shapes)
                 if cost:
                     variables.append(var)
-                    coefs.append(cost * settings.weight)
+                    coefs.append(cost * weight)
         if not variables:
             return []
-        return [
-            ObjectiveTerm(
-                "packing",
-                PACKING_RANK,
-                cp_model.LinearExpr.weighted_sum(variables, coefs),
-                scale=float(FULL_GPU_MILLI),
-            )
-        ]
+        expr = cp_model.LinearExpr.weighted_sum(variables, coefs)
+        return [ObjectiveTerm(Stage.PACKING, expr, scale=float(FULL_GPU_MILLI))]
 
 
 def _leftover_is(k: int, free: int, variables: list[cp_model.IntVar], coefs: list[int]) -> HintRule:

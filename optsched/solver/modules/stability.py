@@ -11,17 +11,18 @@ from collections import Counter
 
 from ortools.sat.python import cp_model
 
-from optsched.solver.context import HintRule, HintView, ObjectiveTerm, SolverContext
+from optsched.model.plan import Plan
+from optsched.solver.context import ModelContext, Switch
+from optsched.solver.hints import HintRule, HintView
+from optsched.solver.objective import ObjectiveTerm, Phase, Stage
 
-STABILITY_RANK = (3, 0)
 
-
-def previous_pods(ctx: SolverContext) -> dict[tuple[str, str], Counter[str]]:
+def previous_pods(previous: Plan | None) -> dict[tuple[str, str], Counter[str]]:
     """(workload key, PodSet name) -> pods per node in the previous plan's admissions."""
     out: dict[tuple[str, str], Counter[str]] = {}
-    if ctx.previous is None:
+    if previous is None:
         return out
-    for decision in ctx.previous.workloads:
+    for decision in previous.workloads:
         if decision.decision != "admit":
             continue
         for ps in decision.pod_sets:
@@ -30,35 +31,37 @@ def previous_pods(ctx: SolverContext) -> dict[tuple[str, str], Counter[str]]:
 
 
 class Stability:
-    phase = "quality"
     name = "stability"
+    phase = Phase.QUALITY
+    switch = Switch("stability")
+    stages = (Stage.STABILITY,)
 
-    def apply(self, ctx: SolverContext) -> list[ObjectiveTerm]:
-        settings = ctx.settings.modules.stability
-        if ctx.previous is None or not settings.enabled or settings.weight == 0:
+    def apply(self, ctx: ModelContext, weight: int) -> list[ObjectiveTerm]:
+        if ctx.problem.previous is None:
             return []
-        before = previous_pods(ctx)
+        before = previous_pods(ctx.problem.previous)
         index = {node.name: i for i, node in enumerate(ctx.snapshot.nodes)}
         model = ctx.model
         moved: list[cp_model.IntVar] = []
-        for ps in ctx.pod_sets:
-            counts = before.get((ps.workload.workload.key, ps.pod_set.name))
+        for ps in ctx.vars.pod_sets:
+            counts = before.get((ps.workload.key, ps.pod_set.name))
             if not counts:
                 continue
-            position = {n: pos for pos, n in enumerate(ps.nodes)}
+            position = {c.node: pos for pos, c in enumerate(ps.candidates)}
             for name, count in sorted(counts.items()):
                 pos = position.get(index.get(name, -1))
                 if pos is None:
                     moved.append(model.new_constant(count))
                     continue
+                y = ps.candidates[pos].y
                 m = model.new_int_var(0, count, f"moved[{ps.index},{pos}]")
-                model.add(m >= count - ps.y[pos])
-                ctx.derive(m, _shortfall(count, ps.y[pos]))
+                model.add(m >= count - y)
+                ctx.derive(m, _shortfall(count, y))
                 moved.append(m)
         if not moved:
             return []
-        expr = cp_model.LinearExpr.weighted_sum(moved, [settings.weight] * len(moved))
-        return [ObjectiveTerm("stability", STABILITY_RANK, expr)]
+        expr = cp_model.LinearExpr.weighted_sum(moved, [weight] * len(moved))
+        return [ObjectiveTerm(Stage.STABILITY, expr)]
 
 
 def _shortfall(count: int, y: cp_model.IntVar) -> HintRule:

@@ -19,72 +19,76 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from optsched.model.names import HOSTNAME_LABEL
-from optsched.solver.context import ObjectiveTerm, SolverContext, WorkloadEntry, any_of
-from optsched.solver.modules.nvlink import TOPOLOGY_RANK
+from optsched.solver.context import ModelContext, Switch
+from optsched.solver.hints import any_of
+from optsched.solver.objective import ObjectiveTerm, Phase, Stage
+from optsched.solver.variables import Candidate, WorkloadVars
+
+Priced = tuple[list[cp_model.IntVar], list[int]]
+"""Variables and their costs, summed into the stage."""
 
 
 class RequiredTopology:
     name = "topology-required"
-    phase = "admission"
+    phase = Phase.ADMISSION
+    switch: Switch | None = None
+    stages: tuple[Stage, ...] = ()
 
-    def apply(self, ctx: SolverContext) -> list[ObjectiveTerm]:
+    def apply(self, ctx: ModelContext, weight: int) -> list[ObjectiveTerm]:
         model = ctx.model
-        for ps in ctx.pod_sets:
+        for ps in ctx.vars.pod_sets:
             level = ps.pod_set.required_topology
-            if level is None or not ps.nodes:
+            if level is None or not ps.candidates:
                 continue
-            members: dict[tuple[str, ...] | None, list[int]] = {}
-            for pos, n in enumerate(ps.nodes):
-                members.setdefault(ctx.domain(n, ps.levels, level), []).append(pos)
+            members: dict[tuple[str, ...] | None, list[Candidate]] = {}
+            for c in ps.candidates:
+                members.setdefault(ctx.problem.domain(c.node, ps.levels, level), []).append(c)
             if len(members) < 2:
                 continue
             chosen = []
-            for index, positions in enumerate(members.values()):
+            for index, inside in enumerate(members.values()):
                 d = model.new_bool_var(f"req[{ps.index},{index}]")
                 chosen.append(d)
-                for pos in positions:
-                    model.add(ps.y[pos] <= ps.ub[pos] * d)
-                ys = [ps.y[pos] for pos in positions]
-                ctx.derive(d, any_of(ys))
-            model.add(sum(chosen, start=0) == ps.workload.admit)
+                for c in inside:
+                    model.add(c.y <= c.ub * d)
+                ctx.derive(d, any_of([c.y for c in inside]))
+            model.add(sum(chosen, start=0) == ps.admit)
         return []
 
 
 class Topology:
     name = "topology"
-    phase = "quality"
+    phase = Phase.QUALITY
+    switch = Switch("topology")
+    stages = (Stage.TOPOLOGY,)
 
-    def apply(self, ctx: SolverContext) -> list[ObjectiveTerm]:
-        settings = ctx.settings
-        if not settings.modules.topology.enabled or settings.modules.topology.weight == 0:
-            return []
-        variables: list[cp_model.IntVar] = []
-        coefs: list[int] = []
-        for entry in ctx.workloads:
-            if not ctx.is_active(entry) or sum(ps.pod_set.count for ps in entry.pod_sets) < 2:
+    def apply(self, ctx: ModelContext, weight: int) -> list[ObjectiveTerm]:
+        priced: Priced = ([], [])
+        for entry in ctx.vars.workloads:
+            if not ctx.vars.is_active(entry) or sum(ps.pod_set.count for ps in entry.pod_sets) < 2:
                 continue
-            _spread(ctx, entry, variables, coefs)
+            _spread(ctx, entry, priced)
+        variables, coefs = priced
         if not variables:
             return []
-        weight = settings.modules.topology.weight
         expr = cp_model.LinearExpr.weighted_sum(variables, [c * weight for c in coefs])
-        return [ObjectiveTerm("topology", TOPOLOGY_RANK, expr)]
+        return [ObjectiveTerm(Stage.TOPOLOGY, expr)]
 
 
-def _spread(
-    ctx: SolverContext, entry: WorkloadEntry, variables: list[cp_model.IntVar], coefs: list[int]
-) -> None:
+def _spread(ctx: ModelContext, entry: WorkloadVars, priced: Priced) -> None:
+    """Node and domain indicators of one gang, with their costs."""
     model = ctx.model
+    variables, coefs = priced
     weights = ctx.settings.topology
-    nodes = sorted({n for ps in entry.pod_sets for n in ps.nodes})
+    nodes = sorted({c.node for ps in entry.pod_sets for c in ps.candidates})
     if not nodes:
         return
     used = {n: model.new_bool_var(f"use[{entry.index},{n}]") for n in nodes}
     on: dict[int, list[cp_model.IntVar]] = {n: [] for n in nodes}
     for ps in entry.pod_sets:
-        for pos, n in enumerate(ps.nodes):
-            model.add(ps.y[pos] <= ps.ub[pos] * used[n])
-            on[n].append(ps.y[pos])
+        for c in ps.candidates:
+            model.add(c.y <= c.ub * used[c.node])
+            on[c.node].append(c.y)
     for n, var in used.items():
         ctx.derive(var, any_of(on[n]))
     for n in nodes:
@@ -101,7 +105,7 @@ def _spread(
             base *= weights.preferred_factor
         groups: dict[tuple[str, ...], list[int]] = {}
         for n in nodes:
-            domain = ctx.domain(n, levels, level)
+            domain = ctx.problem.domain(n, levels, level)
             if domain is not None:
                 groups.setdefault(domain, []).append(n)
         if len(groups) < 2 or base == 0:

@@ -1,4 +1,7 @@
-"""One small feasible and one infeasible case per model module."""
+"""The whole solve, one small feasible and one infeasible case per model module.
+
+The modules one at a time, without the solve, are tested in ``tests/solver/modules``.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from optsched.model.snapshot import (
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
+    Snapshot,
 )
 from tests.builders import A100, H100, RACK, gpu_queue, node, pods, snapshot, workload
 from tests.solver.helpers import admitted, gpus_of, nodes_of, plan_for
@@ -109,7 +113,7 @@ def test_gang_may_mix_products_when_allowed() -> None:
 # -- quota ----------------------------------------------------------------------------------------
 
 
-def _quota_snapshot(borrowing_limit: int | None, cohort: str | None) -> object:
+def _quota_snapshot(borrowing_limit: int | None, cohort: str | None) -> Snapshot:
     queues = [gpu_queue("team-a", gpus=8, cohort=cohort, borrowing_limit=borrowing_limit)]
     if cohort is not None:
         queues.append(gpu_queue("team-b", gpus=8, cohort=cohort))
@@ -124,17 +128,17 @@ def _quota_snapshot(borrowing_limit: int | None, cohort: str | None) -> object:
 
 def test_workload_beyond_nominal_without_cohort_is_deferred() -> None:
     snap = _quota_snapshot(borrowing_limit=None, cohort=None)
-    assert admitted(plan_for(snap)) == set()  # type: ignore[arg-type]
+    assert admitted(plan_for(snap)) == set()
 
 
 def test_workload_beyond_borrowing_limit_is_deferred() -> None:
     snap = _quota_snapshot(borrowing_limit=4, cohort="pool")
-    assert admitted(plan_for(snap)) == set()  # type: ignore[arg-type]
+    assert admitted(plan_for(snap)) == set()
 
 
 def test_borrowing_within_the_cohort_admits() -> None:
     snap = _quota_snapshot(borrowing_limit=8, cohort="pool")
-    assert admitted(plan_for(snap)) == {"wide"}  # type: ignore[arg-type]
+    assert admitted(plan_for(snap)) == {"wide"}
 
 
 # -- NVLink islands -------------------------------------------------------------------------------
