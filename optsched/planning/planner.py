@@ -95,7 +95,7 @@ def plan(
 
 
 def _optimize(base: Baseline, settings: Settings | None, previous: Plan | None) -> Plan:
-    solved = solve(base.snapshot, settings, previous)
+    solved = solve(base.snapshot, settings, previous, baseline=base)
     built_at = time.perf_counter()
     planned = build_plan(
         base.snapshot,

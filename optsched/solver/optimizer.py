@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from optsched.capacity.baseline import Baseline
 from optsched.model.placement import Placement
 from optsched.model.plan import Plan, PlanStatus
 from optsched.model.snapshot import FULL_GPU_MILLI, Snapshot
@@ -57,9 +58,14 @@ def solve(
     previous: Plan | None = None,
     *,
     modules: Iterable[Module] | None = None,
+    baseline: Baseline | None = None,
 ) -> SolveResult:
-    """Plan every pending workload of ``snapshot``; see the module docstring."""
-    return Optimizer(snapshot, settings or Settings(), previous, modules).solve()
+    """Plan every pending workload of ``snapshot``; see the module docstring.
+
+    ``baseline`` is the snapshot's capacity and quota when the caller has them
+    already (the planner reads them once per plan).
+    """
+    return Optimizer(snapshot, settings or Settings(), previous, modules, baseline).solve()
 
 
 @dataclass(frozen=True)
@@ -91,9 +97,15 @@ class Optimizer:
     """One solve of one snapshot, phase by phase (see the module docstring)."""
 
     def __init__(
-        self, snapshot: Snapshot, settings: Settings, previous: Plan | None, modules: Iterable[Module] | None
+        self,
+        snapshot: Snapshot,
+        settings: Settings,
+        previous: Plan | None,
+        modules: Iterable[Module] | None,
+        baseline: Baseline | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self.baseline = Baseline.reuse(snapshot, baseline)
         self.settings = settings
         self.previous = previous
         self.modules = list(modules) if modules is not None else default_modules()
@@ -128,7 +140,7 @@ class Optimizer:
     # 1 -------------------------------------------------------------------------------------------
 
     def greedy_hint(self) -> Placement:
-        greedy = greedy_placement(self.snapshot, BestFit())
+        greedy = greedy_placement(self.snapshot, BestFit(), baseline=self.baseline)
         self.seconds["greedy"] = time.perf_counter() - self.started
         return greedy
 
@@ -136,7 +148,7 @@ class Optimizer:
 
     def problem(self, greedy: Placement) -> Problem:
         """The window and the candidates; the greedy plan's nodes stay candidates."""
-        return build_problem(self.snapshot, self.settings, greedy, self.previous)
+        return build_problem(self.snapshot, self.settings, greedy, self.previous, baseline=self.baseline)
 
     # 3 -------------------------------------------------------------------------------------------
 

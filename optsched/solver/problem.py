@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from optsched.capacity.baseline import Baseline
 from optsched.capacity.eligibility import flavors_of
 from optsched.capacity.state import ClusterState, NodeState
+from optsched.kueue.quota import QuotaLedger
 from optsched.model.placement import Placement
 from optsched.model.plan import Plan
 from optsched.model.snapshot import Node, PodRequest, PodSet, ResourceFlavor, Snapshot, Workload
@@ -108,6 +110,8 @@ class Problem:
     snapshot: Snapshot
     settings: Settings
     state: ClusterState
+    ledger: QuotaLedger
+    """Quota usage the snapshot shows (read, never changed: the model adds the new admissions)."""
     previous: Plan | None
     workloads: tuple[PlannedWorkload, ...]
     domains: Domains
@@ -131,10 +135,16 @@ class Problem:
 
 
 def build_problem(
-    snapshot: Snapshot, settings: Settings, greedy: Placement, previous: Plan | None = None
+    snapshot: Snapshot,
+    settings: Settings,
+    greedy: Placement,
+    previous: Plan | None = None,
+    *,
+    baseline: Baseline | None = None,
 ) -> Problem:
     """The window and every PodSet's candidates; ``greedy``'s nodes always stay candidates."""
-    state = ClusterState.from_snapshot(snapshot)
+    base = Baseline.reuse(snapshot, baseline)
+    state = base.state
     window = choose_window(snapshot, settings, state, greedy, previous)
     domains = Domains(snapshot, settings)
     finder = CandidateFinder(snapshot, settings, state, domains.of)
@@ -160,6 +170,7 @@ def build_problem(
         snapshot,
         settings,
         state,
+        base.ledger,
         previous,
         tuple(workloads),
         domains,

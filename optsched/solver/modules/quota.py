@@ -42,7 +42,7 @@ class Quota:
         demand = _demand(ctx, queues)
         if not demand:
             return []
-        ledger = QuotaLedger.from_snapshot(ctx.snapshot)
+        ledger = ctx.problem.ledger
         used: dict[Key, cp_model.LinearExpr] = {}
         for key, (variables, coefs) in demand.items():
             base = ledger.used.get(key, 0)
