@@ -64,3 +64,27 @@ def test_settings_can_override_topology_levels() -> None:
     flat = Settings(topology_levels=(RACK, "kubernetes.io/hostname"))
     plan = planning.plan(snap, flat, "firstfit")
     assert [w.name for w in plan.admitted] == ["default/gang"]
+
+
+@pytest.mark.parametrize("name", ["optimizer", "bestfit", "tas"])
+def test_one_plan_reads_the_snapshots_capacity_and_quota_once(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from optsched.capacity.state import ClusterState
+    from optsched.kueue.quota import QuotaLedger
+
+    calls = {"state": 0, "ledger": 0}
+    state_of, ledger_of = ClusterState.from_snapshot.__func__, QuotaLedger.from_snapshot.__func__  # type: ignore[attr-defined]
+
+    def count_state(cls: type[ClusterState], snap: object) -> ClusterState:
+        calls["state"] += 1
+        return state_of(cls, snap)  # type: ignore[no-any-return]
+
+    def count_ledger(cls: type[QuotaLedger], snap: object) -> QuotaLedger:
+        calls["ledger"] += 1
+        return ledger_of(cls, snap)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(ClusterState, "from_snapshot", classmethod(count_state))
+    monkeypatch.setattr(QuotaLedger, "from_snapshot", classmethod(count_ledger))
+    planning.plan(SNAP, policy=name)
+    assert calls == {"state": 1, "ledger": 1}
