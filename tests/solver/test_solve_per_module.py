@@ -141,6 +141,22 @@ def test_borrowing_within_the_cohort_admits() -> None:
     assert admitted(plan_for(snap)) == {"wide"}
 
 
+def test_a_queue_over_its_lowered_quota_does_not_stop_another_queue_from_admitting() -> None:
+    # team-a's quota was cut to 4 while it uses 6: it takes nothing more, team-b still admits.
+    over = gpu_queue("team-a", gpus=4).model_copy(update={"usage": {"default": {"nvidia.com/gpu": 6}}})
+    snap = snapshot(
+        [node("n1"), node("n2")],
+        [workload("more", pods(1, 1), queue="lq-a"), workload("other", pods(1, 8), queue="lq-b")],
+        cluster_queues=[over, gpu_queue("team-b", gpus=8)],
+        local_queues=[
+            LocalQueue(namespace="default", name="lq-a", cluster_queue="team-a"),
+            LocalQueue(namespace="default", name="lq-b", cluster_queue="team-b"),
+        ],
+        flavors=[ResourceFlavor(name="default")],
+    )
+    assert admitted(plan_for(snap)) == {"other"}
+
+
 # -- NVLink islands -------------------------------------------------------------------------------
 
 

@@ -47,7 +47,7 @@ class Quota:
         for key, (variables, coefs) in demand.items():
             base = ledger.used.get(key, 0)
             used[key] = cp_model.LinearExpr.weighted_sum([*variables, 1], [*coefs, base])
-        for cohort, flavor, resource in _queue_limits(ctx.model, queues, used):
+        for cohort, flavor, resource in _queue_limits(ctx.model, queues, used, ledger):
             _cohort_slack(ctx, ledger, (cohort, flavor, resource), used, demand)
         return []
 
@@ -72,19 +72,28 @@ def _demand(ctx: ModelContext, queues: dict[str, ClusterQueue]) -> Demand:
 
 
 def _queue_limits(
-    model: cp_model.CpModel, queues: dict[str, ClusterQueue], used: dict[Key, cp_model.LinearExpr]
+    model: cp_model.CpModel,
+    queues: dict[str, ClusterQueue],
+    used: dict[Key, cp_model.LinearExpr],
+    ledger: QuotaLedger,
 ) -> list[Key]:
-    """Each queue within nominal (no cohort) or nominal plus borrowing; returns the cohorts touched."""
+    """Each queue within nominal (no cohort) or nominal plus borrowing; returns the cohorts touched.
+
+    A queue the snapshot already shows over its limit (its quota was lowered after
+    admissions) takes nothing more: the limit is then what it uses, not less.
+    """
     cohorts: set[Key] = set()
-    for (cq_name, flavor, resource), expr in used.items():
+    for key, expr in used.items():
+        cq_name, flavor, resource = key
         cq = queues[cq_name]
         quota = quota_of(cq, flavor, resource)
         assert quota is not None
+        base = ledger.used.get(key, 0)
         if cq.cohort is None:
-            model.add(expr <= quota.nominal)
+            model.add(expr <= max(quota.nominal, base))
             continue
         if quota.borrowing_limit is not None:
-            model.add(expr <= quota.nominal + quota.borrowing_limit)
+            model.add(expr <= max(quota.nominal + quota.borrowing_limit, base))
         cohorts.add((cq.cohort, flavor, resource))
     return sorted(cohorts)
 

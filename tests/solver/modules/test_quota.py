@@ -12,7 +12,7 @@ WIDE = {("wide", "main"): {"n1": 1, "n2": 1}}
 """Two 8-GPU pods: 16 GPUs of quota."""
 
 
-def _admitted(*queues: ClusterQueue, reserved: bool = False) -> ModelContext:
+def _admitted(*queues: ClusterQueue, reserved: bool = False, admitted: bool = True) -> ModelContext:
     wide = workload("wide", pods(2, 8), queue="lq")
     if reserved:
         wide = wide.model_copy(update={"reservation": QuotaReservation(cluster_queue="team-a")})
@@ -25,7 +25,10 @@ def _admitted(*queues: ClusterQueue, reserved: bool = False) -> ModelContext:
     )
     ctx = context(snap)
     apply(ctx, Quota())
-    fix(ctx, admit={"wide": True}, pods=WIDE)
+    if admitted:
+        fix(ctx, admit={"wide": True}, pods=WIDE)
+    else:
+        fix(ctx, admit={"wide": False}, pods={("wide", "main"): {"n1": 0, "n2": 0}})
     return ctx
 
 
@@ -44,6 +47,16 @@ def _lending(queue: ClusterQueue, limit: int) -> ClusterQueue:
 def test_without_a_cohort_a_queue_stays_within_nominal() -> None:
     assert not feasible(_admitted(gpu_queue("team-a", gpus=8)))
     assert feasible(_admitted(gpu_queue("team-a", gpus=16)))
+
+
+def test_a_queue_already_over_its_limit_takes_nothing_more_and_sinks_nothing_else() -> None:
+    over = gpu_queue("team-a", gpus=8).model_copy(update={"usage": {"default": {"nvidia.com/gpu": 12}}})
+    assert not feasible(_admitted(over))
+    assert feasible(_admitted(over, admitted=False))
+    borrowed = gpu_queue("team-a", gpus=8, cohort="pool", borrowing_limit=2).model_copy(
+        update={"usage": {"default": {"nvidia.com/gpu": 12}}}
+    )
+    assert feasible(_admitted(borrowed, gpu_queue("team-b", gpus=8, cohort="pool"), admitted=False))
 
 
 def test_in_a_cohort_a_queue_borrows_up_to_its_borrowing_limit() -> None:
