@@ -45,7 +45,8 @@ class NodeState:
         for index, used in enumerate(usage.gpu_milli[:count]):
             milli[index] -= used
         for index, used in enumerate(usage.gpu_mem_mib[:count]):
-            mem[index] -= used
+            # More memory in use than the GPU has (a share asked for more): none is free, not less.
+            mem[index] = max(0, mem[index] - used)
         healthy = [i not in node.unhealthy_gpus for i in range(count)]
         for index in range(count):
             if not healthy[index]:

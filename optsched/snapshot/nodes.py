@@ -143,6 +143,27 @@ class _UsageBuilder:
                 self.gpu_mem[gpu] += self.node.gpu_memory_mib
         return warnings
 
+    def clamp(self) -> list[str]:
+        """GPUs booked past their compute or memory count as full, with a warning naming them."""
+        warnings = []
+        name = self.node.name
+        over = [g for g, used in enumerate(self.gpu_milli) if used > FULL_GPU_MILLI]
+        if over:
+            warnings.append(
+                f"Node {name}: GPU(s) {over} are used by more than their capacity according to "
+                "bound pods; they are treated as full"
+            )
+            self.gpu_milli = [min(u, FULL_GPU_MILLI) for u in self.gpu_milli]
+        total = self.node.gpu_memory_mib
+        over = [g for g, used in enumerate(self.gpu_mem) if total and used > total]
+        if over:
+            warnings.append(
+                f"Node {name}: GPU(s) {over} have more memory in use than their {total} MiB according "
+                "to bound pods; their memory is treated as full"
+            )
+            self.gpu_mem = [min(u, total) for u in self.gpu_mem]
+        return warnings
+
     def freeze(self) -> NodeUsage:
         return NodeUsage(
             cpu_milli=self.cpu,
@@ -185,12 +206,6 @@ def node_usage(
         warnings += builder.book(
             slot.request, indices, who=f"a pod of {slot.workload} assumed on {host.name}"
         )
-    for name, builder in builders.items():
-        over = [g for g, used in enumerate(builder.gpu_milli) if used > FULL_GPU_MILLI]
-        if over:
-            warnings.append(
-                f"Node {name}: GPU(s) {over} are used by more than their capacity according to "
-                "bound pods; they are treated as full"
-            )
-            builder.gpu_milli = [min(u, FULL_GPU_MILLI) for u in builder.gpu_milli]
+    for builder in builders.values():
+        warnings += builder.clamp()
     return {name: b.freeze() for name, b in builders.items()}, warnings

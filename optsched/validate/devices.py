@@ -140,7 +140,8 @@ def _one_gpu(
         mem = used_mem + load.share_mem[gpu]
         if milli > FULL_GPU_MILLI:
             violations.append(f"{where}: GPU {gpu} compute over-committed ({milli}/{FULL_GPU_MILLI} milli)")
-        if node.gpu_memory_mib and mem > node.gpu_memory_mib:
+        # A snapshot may already show the memory over-used; only memory the plan adds counts against it.
+        if node.gpu_memory_mib and req.gpu_mem_mib and mem > node.gpu_memory_mib:
             violations.append(f"{where}: GPU {gpu} memory over-committed ({mem}/{node.gpu_memory_mib} MiB)")
         return violations
     if used_milli > 0 or used_mem > 0:

@@ -266,3 +266,12 @@ def test_a_creation_time_without_a_zone_is_read_as_utc() -> None:
     assert [w.key for w in snap.workloads] == ["ns/bare", "ns/zoned"]
     assert all(w.created.tzinfo is not None for w in snap.workloads)
     assert len(planning.plan(snap).admitted) == 2
+
+
+def test_gpu_memory_booked_past_the_gpus_counts_as_full_with_a_warning() -> None:
+    big_share = pod_obj("big-share", "t4-1", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}, "0")
+    t4 = node_obj("t4-1", gpus=1)
+    t4["metadata"]["labels"]["nvidia.com/gpu.memory"] = "16384"
+    snap = snapshot_from_objects([t4, big_share])
+    assert snap.usage_of("t4-1").gpu_mem_mib == (16384,)
+    assert any("t4-1" in w and "memory" in w for w in snap.warnings)

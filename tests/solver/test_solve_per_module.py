@@ -18,7 +18,7 @@ from optsched.model.snapshot import (
     ResourceQuota,
     Snapshot,
 )
-from tests.builders import A100, H100, RACK, gpu_queue, node, pods, snapshot, workload
+from tests.builders import A100, H100, RACK, T4, gpu_queue, node, pods, snapshot, workload
 from tests.solver.helpers import admitted, gpus_of, nodes_of, plan_for
 
 PAIRS = [[0, 1], [2, 3], [4, 5], [6, 7]]
@@ -319,3 +319,21 @@ def test_a_reserved_workload_keeps_its_flavor_and_needs_no_more_quota() -> None:
     plan = plan_for(snap)
     assert admitted(plan) == {"reserved"}
     assert nodes_of(plan, "reserved") == ["a1"]
+
+
+def test_a_gpu_whose_memory_is_over_used_takes_only_shares_without_memory() -> None:
+    # The snapshot shows 20,000 MiB in use on a 16,384 MiB GPU (built in code: ingest would clamp it).
+    over = NodeUsage(gpu_milli=(300, 0), gpu_mem_mib=(20_000, 0), pods=1)
+    snap = snapshot(
+        [node("t1", gpus=2, product=T4, islands=[], gpu_mem=16_384)],
+        [
+            workload("mem", pods(1, 1, gpu_milli=250, gpu_mem=4_000)),
+            workload("compute", pods(1, 1, gpu_milli=250)),
+        ],
+        usage={"t1": over},
+    )
+    plan = plan_for(snap)
+    assert admitted(plan) == {"mem", "compute"}
+    assert gpus_of(plan, "mem") == [(1,)]
+    assert gpus_of(plan, "compute") == [(0,)]  # compute is free there, and it takes no memory
+    assert not [w for w in plan.warnings if "no solution" in w]
