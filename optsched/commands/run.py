@@ -169,17 +169,9 @@ async def _main(args: argparse.Namespace) -> int:
     from optsched.controller.leader import LeaderElector
     from optsched.controller.loop import Controller, Options, default_planner
     from optsched.controller.metrics import Metrics
-    from optsched.errors import InputError
     from optsched.kube.client import Client
 
-    if args.kubeconfig is not None and not os.path.isfile(args.kubeconfig):
-        raise InputError("no such file", source=args.kubeconfig)
-    try:
-        client = await Client.connect(args.kubeconfig)
-    except Exception as exc:
-        raise InputError(
-            f"cannot load kubeconfig: {exc}", source=args.kubeconfig or "the default kubeconfig"
-        ) from exc
+    client = await Client.connect(args.kubeconfig)
     options = Options(
         kubeconfig=args.kubeconfig,
         check_names=tuple(args.check_name or [DEFAULT_CHECK_NAME]),

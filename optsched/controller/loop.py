@@ -125,8 +125,7 @@ class Controller:
         from optsched.kube.reader import read_cluster
 
         assert self.client is not None
-        notes: list[str] = []
-        objects = await read_cluster(self.options.kubeconfig, namespaces=self.options.namespaces, notes=notes)
+        objects, notes = await read_cluster(self.client, namespaces=self.options.namespaces)
         for note in notes:
             log.debug("read: %s", note)
         plan_pods = await self.client.list("v1", "pods", label_selector=PLAN_ID_LABEL)
@@ -455,6 +454,7 @@ class Controller:
                     uid=report.uid,
                     reason=report.reason,
                     message=report.message,
+                    at=self.clock(),
                 )
 
     # -- running --------------------------------------------------------------------------------
