@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from optsched.errors import InputError
 from optsched.model.snapshot import Snapshot
@@ -73,15 +73,14 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, snapshot_flag: bool
     )
 
 
-def live_objects(kubeconfig: str, namespaces: Sequence[str]) -> list[dict[str, object]]:
+def live_objects(kubeconfig: str, namespaces: Sequence[str]) -> list[dict[str, Any]]:
     """Objects from a live cluster; notes about kinds the server lacks go to stderr."""
-    from optsched.kube.reader import fetch_snapshot_objects
+    from optsched.kube.reader import fetch_snapshot_objects  # deferred: only a live read loads the client
 
-    notes: list[str] = []
-    objects = fetch_snapshot_objects(kubeconfig or None, namespaces=namespaces, notes=notes)
+    objects, notes = fetch_snapshot_objects(kubeconfig or None, namespaces=namespaces)
     for note in notes:
         warn(note)
-    return list(objects)
+    return objects
 
 
 def load_input(args: argparse.Namespace) -> Snapshot:

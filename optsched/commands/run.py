@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import socket
 import warnings
 from typing import Any
 
-from optsched.controller.decide import DeferPolicy
-from optsched.model.names import DEFAULT_CHECK_NAME, DEFAULT_CONTROLLER_NAME
+from optsched.controller.options import DeferPolicy, LeaseOptions, Options, Replica, WebhookOptions
+from optsched.settings import Settings
 
-log = logging.getLogger("optsched.run")
+SOLVER = Settings()
+"""The solver's defaults, which ``--time-limit`` and ``--workers`` start from."""
 
 
 def _positive(text: str) -> float:
@@ -49,27 +48,27 @@ def register_run(subparsers: Any) -> None:
         "--check-name",
         action="append",
         metavar="NAME",
-        help=f"AdmissionCheck name(s) this controller serves (default: {DEFAULT_CHECK_NAME})",
+        help=f"AdmissionCheck name(s) this controller serves (default: {', '.join(Options.check_names)})",
     )
     parser.add_argument(
         "--controller-name",
-        default=DEFAULT_CONTROLLER_NAME,
+        default=Options.controller_name,
         metavar="NAME",
-        help=f"spec.controllerName of our AdmissionChecks (default: {DEFAULT_CONTROLLER_NAME})",
+        help="spec.controllerName of our AdmissionChecks (default: %(default)s)",
     )
     parser.add_argument(
         "--interval",
         type=_positive,
-        default=10.0,
+        default=Options.interval,
         metavar="SECONDS",
-        help="seconds between cycles when nothing happens (default: 10)",
+        help="seconds between cycles when nothing happens (default: %(default)s)",
     )
     parser.add_argument(
         "--debounce",
         type=_positive,
-        default=1.0,
+        default=Options.debounce,
         metavar="SECONDS",
-        help="wait this long after a watch event before the early cycle (default: 1)",
+        help="wait this long after a watch event before the early cycle (default: %(default)s)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="plan and log every write the loop would send; write nothing"
@@ -78,18 +77,20 @@ def register_run(subparsers: Any) -> None:
     parser.add_argument(
         "--metrics-port",
         type=int,
-        default=9464,
+        default=Replica.metrics_port,
         metavar="PORT",
-        help="Prometheus metrics port (default: 9464; 0 disables)",
+        help="Prometheus metrics port (default: %(default)s; 0 disables)",
     )
     parser.add_argument(
         "--time-limit",
         type=_positive,
-        default=10.0,
+        default=SOLVER.time_limit_s,
         metavar="SECONDS",
-        help="solver budget per cycle (default: 10)",
+        help="solver budget per cycle (default: %(default)s)",
     )
-    parser.add_argument("--workers", type=int, default=0, metavar="N", help="CP-SAT workers (0: all cores)")
+    parser.add_argument(
+        "--workers", type=int, default=SOLVER.workers, metavar="N", help="CP-SAT workers (0: all cores)"
+    )
     parser.add_argument(
         "--hold-seconds",
         type=int,
@@ -110,12 +111,12 @@ def register_run(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--lease-namespace",
-        default=os.environ.get("POD_NAMESPACE", "optsched-system"),
+        default=os.environ.get("POD_NAMESPACE", LeaseOptions.namespace),
         metavar="NS",
-        help="namespace of the Lease (default: $POD_NAMESPACE or optsched-system)",
+        help=f"namespace of the Lease (default: $POD_NAMESPACE or {LeaseOptions.namespace})",
     )
-    parser.add_argument("--lease-name", default="optsched-leader", metavar="NAME")
-    parser.add_argument("--lease-duration", type=int, default=15, metavar="SECONDS")
+    parser.add_argument("--lease-name", default=LeaseOptions.name, metavar="NAME")
+    parser.add_argument("--lease-duration", type=int, default=LeaseOptions.duration_s, metavar="SECONDS")
     parser.add_argument(
         "--identity",
         default=os.environ.get("POD_NAME") or socket.gethostname(),
@@ -124,7 +125,7 @@ def register_run(subparsers: Any) -> None:
     parser.add_argument(
         "--webhook-port",
         type=int,
-        default=0,
+        default=WebhookOptions.port,
         metavar="PORT",
         help="serve the pod-gating webhook on this port (0: no webhook)",
     )
@@ -134,16 +135,16 @@ def register_run(subparsers: Any) -> None:
         help="tls.crt/tls.key to serve with (e.g. from cert-manager); without it the "
         "certificate is kept in --webhook-secret and the caBundle patched",
     )
-    parser.add_argument("--webhook-secret", default="optsched-webhook-tls", metavar="NAME")
+    parser.add_argument("--webhook-secret", default=WebhookOptions.secret, metavar="NAME")
     parser.add_argument(
         "--webhook-service",
-        default="optsched-webhook",
+        default=WebhookOptions.service,
         metavar="NAME",
         help="Service name the certificate is issued for",
     )
     parser.add_argument(
         "--webhook-config",
-        default="optsched-pod-gate",
+        default=WebhookOptions.config,
         metavar="NAME",
         help="MutatingWebhookConfiguration whose caBundle is kept current",
     )
@@ -152,6 +153,10 @@ def register_run(subparsers: Any) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    # Deferred on purpose: the controller loads OR-Tools (through planning) and prometheus,
+    # which `optsched --help` and the offline verbs do not need.
+    from optsched.controller.replica import run_replica
+
     logging.basicConfig(
         level=getattr(logging, args.log_level, logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -160,148 +165,38 @@ def run_command(args: argparse.Namespace) -> int:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         warnings.filterwarnings("ignore", message="Kubernetes version", category=UserWarning)
     try:
-        return asyncio.run(_main(args))
+        return asyncio.run(run_replica(args.kubeconfig, replica_from(args)))
     except KeyboardInterrupt:
         return 0
 
 
-async def _main(args: argparse.Namespace) -> int:
-    from optsched.controller.leader import LeaderElector
-    from optsched.controller.loop import Controller, Options, default_planner
-    from optsched.controller.metrics import Metrics
-    from optsched.errors import InputError
-    from optsched.kube.client import Client
-
-    if args.kubeconfig is not None and not os.path.isfile(args.kubeconfig):
-        raise InputError("no such file", source=args.kubeconfig)
-    try:
-        client = await Client.connect(args.kubeconfig)
-    except Exception as exc:
-        raise InputError(
-            f"cannot load kubeconfig: {exc}", source=args.kubeconfig or "the default kubeconfig"
-        ) from exc
-    options = Options(
-        kubeconfig=args.kubeconfig,
-        check_names=tuple(args.check_name or [DEFAULT_CHECK_NAME]),
+def options_from(args: argparse.Namespace) -> Options:
+    return Options(
+        check_names=tuple(args.check_name or Options.check_names),
         controller_name=args.controller_name,
         interval=args.interval,
         debounce=args.debounce,
         dry_run=args.dry_run,
         policy=DeferPolicy(hold_seconds=args.hold_seconds, retry_after_seconds=args.retry_after),
     )
-    metrics = Metrics()
-    if args.metrics_port and not args.once:
-        metrics.serve(args.metrics_port)
-    elector = None
-    if args.leader_elect and not args.dry_run:
-        elector = LeaderElector(
-            client,
-            args.lease_namespace,
-            args.lease_name,
-            args.identity,
-            duration_s=args.lease_duration,
-            renew_every_s=max(1.0, args.lease_duration / 3),
-        )
 
-    def is_leader() -> bool:
-        leading = elector.is_leader if elector is not None else True
-        metrics.leader.set(1 if leading else 0)
-        return leading
 
-    controller = Controller(
-        client,
-        options,
-        planner=default_planner(args.time_limit, args.workers),
-        metrics=metrics,
-        is_leader=is_leader,
+def replica_from(args: argparse.Namespace) -> Replica:
+    lease = LeaseOptions(namespace=args.lease_namespace, name=args.lease_name, duration_s=args.lease_duration)
+    webhook = WebhookOptions(
+        port=args.webhook_port,
+        cert_dir=args.webhook_cert_dir,
+        secret=args.webhook_secret,
+        service=args.webhook_service,
+        config=args.webhook_config,
+        namespace=args.lease_namespace,
     )
-    server = None
-    if args.webhook_port:
-        server = await _start_webhook(args, client, controller)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    tasks = []
-    if elector is not None:
-        await elector.try_once()
-        tasks.append(asyncio.create_task(elector.run(stop)))
-
-        async def wake_on_leadership() -> None:
-            while not stop.is_set():
-                await elector.changed.wait()
-                elector.changed.clear()
-                controller.trigger.set()
-
-        tasks.append(asyncio.create_task(wake_on_leadership()))
-    try:
-        return await controller.run(stop, once=args.once)
-    finally:
-        stop.set()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if elector is not None:
-            await elector.release()
-        if server is not None:
-            server.stop()
-
-
-async def _start_webhook(args: argparse.Namespace, client: Any, controller: Any) -> Any:
-    from optsched.controller.certs import TlsMaterial, ca_bundle_patch, generate, service_dns_names
-    from optsched.controller.webhook import WebhookServer
-    from optsched.kube.client import ApiError
-
-    if args.webhook_cert_dir:
-        cert = os.path.join(args.webhook_cert_dir, "tls.crt")
-        key = os.path.join(args.webhook_cert_dir, "tls.key")
-    else:
-        namespace = args.lease_namespace
-        try:
-            material = TlsMaterial.from_secret(
-                await client.get("v1", "secrets", args.webhook_secret, namespace=namespace)
-            )
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
-            material = generate(service_dns_names(args.webhook_service, namespace))
-            try:
-                await client.create(
-                    "v1",
-                    "secrets",
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Secret",
-                        "type": "kubernetes.io/tls",
-                        "metadata": {"name": args.webhook_secret, "namespace": namespace},
-                        "data": material.secret_data(),
-                    },
-                    namespace=namespace,
-                )
-            except ApiError as again:
-                if not again.conflict:
-                    raise
-                material = TlsMaterial.from_secret(
-                    await client.get("v1", "secrets", args.webhook_secret, namespace=namespace)
-                )
-        cert, key = material.write()
-        if not args.dry_run:
-            try:
-                config = await client.get(
-                    "admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", args.webhook_config
-                )
-                await controller.writer.json_patch(
-                    "admissionregistration.k8s.io/v1",
-                    "mutatingwebhookconfigurations",
-                    args.webhook_config,
-                    ca_bundle_patch(config, material.ca_pem),
-                )
-            except ApiError as exc:
-                log.warning(
-                    "cannot set caBundle on MutatingWebhookConfiguration %s: %s", args.webhook_config, exc
-                )
-    server = WebhookServer("0.0.0.0", args.webhook_port, cert, key)
-    server.start()
-    log.info("webhook serving on :%d", server.port)
-    return server
+    return Replica(
+        identity=args.identity,
+        options=options_from(args),
+        settings=Settings(time_limit_s=args.time_limit, workers=args.workers),
+        lease=lease if args.leader_elect else None,
+        webhook=webhook,
+        metrics_port=args.metrics_port,
+        once=args.once,
+    )

@@ -1,8 +1,11 @@
 """optsched in the cluster: a Kueue AdmissionCheck controller that applies solved plans.
 
-The package splits into pure modules that compute what to write (``decide``,
-``assumed``, ``pinning``, ``webhook.mutate``, ``leader.next_lease``) and thin
-I/O modules that read the cluster and send those writes (``loop``,
-``optsched.kube.writer``). Only the I/O modules touch an API server, so the
-decisions can be tested on plain dictionaries.
+Pure modules compute what to write, from values: ``views`` (Workloads and
+pods parsed once), ``inputs`` (the planning input), ``decide`` (every write
+of a cycle, as one value), ``pinning``, ``records``, ``webhook.mutate``,
+``leader.next_lease`` and ``admission_check.plan_checks``; an import contract
+keeps the first group away from the API client. The I/O modules send those
+writes through ``optsched.kube``: ``loop`` (the cycle), ``act`` (its only
+writing phase), ``watch``, ``admission_check``, ``leader`` and ``replica``
+(one process, wired together).
 """

@@ -65,7 +65,7 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
 
 def generate(dns_names: list[str], ip_addresses: tuple[str, ...] = ("127.0.0.1",)) -> TlsMaterial:
     """A fresh CA and a serving certificate it signs for ``dns_names`` and ``ip_addresses``."""
-    from optsched.controller import pki
+    from optsched.controller import pki  # deferred: cryptography loads only where a certificate is made
 
     ca_key, ca = pki.build_ca("optsched-webhook-ca", VALIDITY)
     key, cert = pki.issue(

@@ -1,49 +1,45 @@
-"""From the raw objects of one cluster read to the Snapshot the planner sees.
+"""From one cluster read to the planning input: the Snapshot the planner sees, and the views decide needs.
 
 Three jobs, all pure:
 
-* drop malformed objects one by one (reported, never aborting the cycle), so
-  one bad Node or Workload cannot stop the rest of the queue from admitting;
-* keep only the workloads optsched decides: those of ClusterQueues that
-  require our admission check and whose check is not already decided;
-* add the *assumed* usage of workloads we admitted whose pods are not bound
-  yet, as synthetic bound pods, so the next cycle does not hand the same GPUs
-  out twice.
+* parse every Workload once into a view; a malformed one is reported (and
+  never planned) instead of aborting the cycle, so one bad object cannot stop
+  the rest of the queue from admitting;
+* keep for planning only the workloads optsched decides: those of
+  ClusterQueues that require our admission check and whose check is not
+  decided yet;
+* count the *assumed* usage of workloads we admitted whose pods are not bound
+  yet (:class:`~optsched.model.snapshot.AssumedPod`, counted like bound pods),
+  so the next plan does not hand the same GPUs out twice.
+
+The cluster facts (nodes, bound pods, queue objects) are parsed once, by the
+snapshot builder. The builder stops at the first malformed object; only then
+is each object parsed on its own, to report every malformed one and build
+from the rest. A node whose GPU topology is unusable is left out by the
+builder without an error, and reported here all the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.controller.records import PlacementRecord, RecordError, record_of
+from optsched.controller.events import Event
+from optsched.controller.views import PodView, WorkloadView, by_plan, read_pod, read_workload
 from optsched.errors import InputError
 from optsched.kueue import workload_status as ks
-from optsched.model.names import (
-    COMPLETION_INDEX_LABEL,
-    DEFAULT_TOPOLOGY_LEVELS,
-    GPUS_ANNOTATION,
-    KUEUE_PODSET_LABEL,
-    KUEUE_PREFERRED_TOPOLOGY_ANNOTATION,
-    KUEUE_REQUIRED_TOPOLOGY_ANNOTATION,
-    OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION,
-    OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION,
-    PLAN_ID_LABEL,
-    POD_INDEX_ANNOTATION,
-    PODSET_LABEL,
-)
-from optsched.model.snapshot import Snapshot
+from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS
+from optsched.model.snapshot import AssumedPod, CheckState, PodRequest, Snapshot
 from optsched.snapshot.build import snapshot_from_objects
 from optsched.snapshot.kueue_objects import (
     parse_cluster_queue,
     parse_local_queue,
     parse_resource_flavor,
     parse_topology,
-    parse_workload,
 )
 from optsched.snapshot.nodes import parse_node
-from optsched.snapshot.pods import pod_request
+from optsched.snapshot.pods import is_terminal, pod_request
 
 
 @dataclass(frozen=True)
@@ -57,6 +53,22 @@ class Report:
     api_version: str
     reason: str
     message: str
+
+    @property
+    def fingerprint(self) -> tuple[str, str, str]:
+        """The same problem on the same object is reported once per controller process."""
+        return (self.uid or f"{self.kind}/{self.namespace}/{self.name}", self.reason, self.message)
+
+    def event(self) -> Event:
+        return Event(
+            kind=self.kind,
+            api_version=self.api_version,
+            namespace=self.namespace,
+            name=self.name,
+            uid=self.uid,
+            reason=self.reason,
+            message=self.message,
+        )
 
 
 def report_for(obj: Mapping[str, Any], reason: str, message: str) -> Report:
@@ -72,18 +84,20 @@ def report_for(obj: Mapping[str, Any], reason: str, message: str) -> Report:
     )
 
 
-def _check_workload(obj: dict[str, Any]) -> None:
-    parse_workload(obj)
-    record_of(obj)
+def _check_pod(obj: dict[str, Any]) -> None:
+    """A pod is read only where it holds capacity: bound to a node and not finished."""
+    spec = obj.get("spec") or {}
+    if spec.get("nodeName") and not is_terminal(obj):
+        pod_request(spec, obj=obj, field="spec")
 
 
-_PARSERS: dict[str, Any] = {
-    "Workload": _check_workload,
+_PARSERS: dict[str, Callable[[dict[str, Any]], object]] = {
+    "Node": parse_node,
     "ClusterQueue": parse_cluster_queue,
     "LocalQueue": parse_local_queue,
     "ResourceFlavor": parse_resource_flavor,
     "Topology": parse_topology,
-    "Pod": lambda obj: pod_request((obj.get("spec") or {}), obj=obj, field="spec"),
+    "Pod": _check_pod,
 }
 
 
@@ -94,14 +108,9 @@ def sanitize(objects: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
     for obj in objects:
         kind = str(obj.get("kind", ""))
         try:
-            if kind == "Node":
-                node, warnings = parse_node(obj)
-                if node is None:
-                    reports.append(report_for(obj, "InvalidNode", "; ".join(warnings)))
-                    continue
-            elif kind in _PARSERS:
+            if kind in _PARSERS:
                 _PARSERS[kind](obj)
-        except (InputError, RecordError) as exc:
+        except InputError as exc:
             reports.append(report_for(obj, f"Invalid{kind}", str(exc)))
             continue
         except (TypeError, AttributeError, ValueError) as exc:
@@ -111,193 +120,160 @@ def sanitize(objects: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
     return good, reports
 
 
-def _pod_index(pod: Mapping[str, Any]) -> int | None:
-    m = ks.meta(pod)
-    for source in (m.get("annotations") or {}, m.get("labels") or {}):
-        for key in (POD_INDEX_ANNOTATION,):
-            raw = source.get(key)
-            if isinstance(raw, str) and raw.isdigit():
-                return int(raw)
-    return None
+def _left_out_nodes(objects: Iterable[dict[str, Any]], snapshot: Snapshot) -> list[Report]:
+    """Reports for Nodes the builder left out (an unusable GPU topology), with its own words."""
+    kept = {n.name for n in snapshot.nodes}
+    return [
+        report_for(obj, "InvalidNode", "; ".join(parse_node(obj)[1]))
+        for obj in objects
+        if obj.get("kind") == "Node" and ks.meta(obj).get("name") not in kept
+    ]
 
 
-def pod_set_of(pod: Mapping[str, Any]) -> str | None:
-    labels = ks.meta(pod).get("labels") or {}
-    value = labels.get(PODSET_LABEL) or labels.get(KUEUE_PODSET_LABEL)
-    return str(value) if value else None
+def cluster_snapshot(
+    objects: Sequence[dict[str, Any]],
+    assumed: Sequence[AssumedPod],
+    *,
+    default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS,
+    source: str = "cluster",
+) -> tuple[Snapshot, list[Report]]:
+    """The snapshot of the cluster facts, and a report per malformed object left out of it."""
+
+    def build(facts: Sequence[dict[str, Any]]) -> Snapshot:
+        return snapshot_from_objects(
+            facts, source=source, default_topology_levels=default_topology_levels, assumed=assumed
+        )
+
+    try:
+        snapshot = build(objects)
+    except (InputError, TypeError, AttributeError, ValueError):
+        good, reports = sanitize(objects)
+        return build(good), reports
+    return snapshot, _left_out_nodes(objects, snapshot)
 
 
-def completion_index(pod: Mapping[str, Any]) -> int | None:
-    m = ks.meta(pod)
-    for source in (m.get("labels") or {}, m.get("annotations") or {}):
-        raw = source.get(COMPLETION_INDEX_LABEL)
-        if isinstance(raw, str) and raw.isdigit():
-            return int(raw)
-    return None
-
-
-def _is_bound(pod: Mapping[str, Any]) -> bool:
-    phase = (pod.get("status") or {}).get("phase")
-    return bool((pod.get("spec") or {}).get("nodeName")) and phase not in ("Succeeded", "Failed")
-
-
-def pods_by_plan(pods: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for pod in pods:
-        plan_id = (ks.meta(pod).get("labels") or {}).get(PLAN_ID_LABEL)
-        if plan_id:
-            out.setdefault(str(plan_id), []).append(pod)
-    return out
-
-
-def assumed_pods(
-    workload: Mapping[str, Any], record: PlacementRecord, pods: Iterable[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
-    """Synthetic bound pods for the planned slots no bound pod occupies yet.
+def assumed_pods(view: WorkloadView, pods: Iterable[PodView]) -> list[AssumedPod]:
+    """The planned slots of an admitted workload that no bound pod occupies yet.
 
     A slot counts as taken by a real pod when a bound pod of the same plan
     carries its index (``optsched.io/pod-index``); bound pods of the plan
     without an index (pinned by someone else) each release one slot, so
     capacity is never counted twice.
     """
-    templates = ks.pod_set_templates(workload)
-    m = ks.meta(workload)
-    bound = [p for p in pods if _is_bound(p)]
-    out: list[dict[str, Any]] = []
-    for pod_set, slots in record.pod_sets.items():
-        mine = [p for p in bound if pod_set_of(p) in (pod_set, None)]
-        taken = {_pod_index(p) for p in mine} - {None}
-        anonymous = sum(1 for p in mine if _pod_index(p) is None)
-        free_slots = [s for s in slots if s.index not in taken]
+    if view.record is None or view.workload is None:
+        return []
+    requests = {ps.name: ps.request for ps in view.workload.pod_sets}
+    bound = [p for p in pods if p.bound]
+    out: list[AssumedPod] = []
+    for pod_set, slots in view.record.pod_sets.items():
+        mine = [p for p in bound if p.pod_set in (pod_set, None)]
+        taken = {p.slot_index for p in mine if p.slot_index is not None}
+        anonymous = sum(1 for p in mine if p.slot_index is None)
+        free = [s for s in slots if s.index not in taken]
         if anonymous:
-            free_slots = free_slots[: max(0, len(free_slots) - anonymous)]
-        spec = dict((templates.get(pod_set) or {}).get("spec") or {})
-        for slot in free_slots:
-            annotations = {GPUS_ANNOTATION: ",".join(str(g) for g in slot.gpus)} if slot.gpus else {}
-            out.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": f"{m.get('name')}-assumed-{pod_set}-{slot.index}",
-                        "namespace": m.get("namespace", "default"),
-                        "annotations": annotations,
-                    },
-                    "spec": {
-                        "nodeName": slot.node,
-                        "containers": spec.get("containers") or [],
-                        "initContainers": spec.get("initContainers") or [],
-                        "overhead": spec.get("overhead") or {},
-                    },
-                    "status": {"phase": "Pending"},
-                }
-            )
+            free = free[: max(0, len(free) - anonymous)]
+        request = requests.get(pod_set, PodRequest())
+        out += [
+            AssumedPod(workload=view.key, node=s.node, request=request, gpus=s.gpus or None) for s in free
+        ]
     return out
 
 
-_TOPOLOGY_ALIASES = (
-    (OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION, KUEUE_REQUIRED_TOPOLOGY_ANNOTATION),
-    (OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION, KUEUE_PREFERRED_TOPOLOGY_ANNOTATION),
-)
+def managed_queues(snapshot: Snapshot, check_names: Iterable[str]) -> set[str]:
+    """ClusterQueues that require one of our admission checks."""
+    names = set(check_names)
+    return {cq.name for cq in snapshot.cluster_queues if names.intersection(cq.admission_checks)}
 
 
-def with_topology_aliases(workload: dict[str, Any]) -> dict[str, Any]:
-    """A copy whose PodSet templates state our topology annotations in Kueue's words.
-
-    The planner reads Kueue's TAS annotations; on an optsched queue users write
-    ``optsched.io/required-topology`` instead (Kueue's would make Kueue insist on
-    a TAS flavor). The cluster object is never changed.
-    """
-    pod_sets = (workload.get("spec") or {}).get("podSets")
-    if not isinstance(pod_sets, list):
-        return workload
-    changed = False
-    new_sets = []
-    for raw in pod_sets:
-        template = raw.get("template") if isinstance(raw, dict) else None
-        annotations = ((template or {}).get("metadata") or {}).get("annotations")
-        if isinstance(annotations, dict) and any(ours in annotations for ours, _ in _TOPOLOGY_ALIASES):
-            merged = dict(annotations)
-            for ours, kueue in _TOPOLOGY_ALIASES:
-                if ours in merged:
-                    merged.setdefault(kueue, merged[ours])
-            assert template is not None
-            raw = {
-                **raw,
-                "template": {**template, "metadata": {**template["metadata"], "annotations": merged}},
-            }
-            changed = True
-        new_sets.append(raw)
-    if not changed:
-        return workload
-    return {**workload, "spec": {**workload["spec"], "podSets": new_sets}}
-
-
-@dataclass
+@dataclass(frozen=True)
 class PlanningInput:
-    """What one cycle plans on, and what it needs to act afterwards."""
+    """What one cycle plans on, and what it needs to decide afterwards."""
 
     snapshot: Snapshot
-    workloads: dict[str, dict[str, Any]]
-    """Every readable Workload by ``namespace/name`` (the raw objects actions are computed from)."""
-    pods: list[dict[str, Any]]
-    records: dict[str, PlacementRecord]
-    """Workload key -> placement record, for workloads that carry one."""
-    managed_queues: set[str]
-    reports: list[Report]
+    workloads: Mapping[str, WorkloadView]
+    """Every Workload by ``namespace/name``, malformed ones included (their ``problem`` says why)."""
+    pods: tuple[PodView, ...]
+    """Every pod carrying our plan-id label."""
+    reports: tuple[Report, ...] = ()
     assumed: int = 0
     """Pods counted as assumed usage."""
+
+    @property
+    def actionable(self) -> bool:
+        """Some workload waits on this cycle's plan; without one there is nothing to plan for."""
+        return any(v.awaits_decision for v in self.workloads.values())
+
+
+_DECIDED = (CheckState.READY, CheckState.RETRY, CheckState.REJECTED)
+
+
+def _to_plan(view: WorkloadView, managed: set[str]) -> bool:
+    """Pending in a queue of ours and not decided by our check yet."""
+    if view.problem is not None or view.lifecycle != ks.Lifecycle.PENDING:
+        return False
+    if view.check is not None and view.check.state in _DECIDED:
+        return False
+    return view.cluster_queue in managed
+
+
+def _read_workloads(
+    raw: Iterable[dict[str, Any]], check_names: tuple[str, ...]
+) -> tuple[list[WorkloadView], list[Report]]:
+    """A view per Workload, and a report for each whose spec or record is malformed."""
+    local_queues = ks.local_queue_index(raw)
+    views: list[WorkloadView] = []
+    reports: list[Report] = []
+    for obj in raw:
+        if obj.get("kind") != "Workload":
+            continue
+        view = read_workload(obj, check_names, local_queues)
+        views.append(view)
+        if view.problem:
+            reports.append(report_for(obj, "InvalidWorkload", view.problem))
+    return views, reports
+
+
+def _assumed(views: Iterable[WorkloadView], pods: Iterable[PodView]) -> list[AssumedPod]:
+    """Assumed usage of every live workload whose check is Ready (its pods may not be bound yet)."""
+    plans = by_plan(pods)
+    out: list[AssumedPod] = []
+    for view in views:
+        ready = view.check is not None and view.check.state == CheckState.READY
+        if view.live and ready and view.record is not None:
+            out += assumed_pods(view, plans.get(view.record.plan_id, []))
+    return out
 
 
 def build_input(
     objects: Iterable[dict[str, Any]],
     check_names: Iterable[str],
     *,
+    pods: Iterable[Mapping[str, Any]] = (),
     default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS,
     source: str = "cluster",
 ) -> PlanningInput:
-    """Clean the raw objects, select our workloads, add assumed usage, build the snapshot."""
-    names = frozenset(check_names)
-    good, reports = sanitize(objects)
-    managed = ks.cluster_queues_with_checks(good, names)
-    local_queues = ks.local_queue_index(good)
-    pods = [o for o in good if o.get("kind") == "Pod"]
-    by_plan = pods_by_plan(pods)
-    workloads: dict[str, dict[str, Any]] = {}
-    records: dict[str, PlacementRecord] = {}
-    planned: list[dict[str, Any]] = []
-    assumed: list[dict[str, Any]] = []
-    for obj in good:
-        if obj.get("kind") != "Workload":
-            planned.append(obj)
-            continue
-        key = ks.key_of(obj)
-        workloads[key] = obj
-        record = record_of(obj)
-        if record is not None:
-            records[key] = record
-        entry = ks.check_entry(obj, names)
-        if ks.is_finished(obj) or not ks.is_active(obj):
-            continue
-        if entry is not None and entry.state == "Ready" and record is not None:
-            assumed += assumed_pods(obj, record, by_plan.get(record.plan_id, []))
-            continue
-        if entry is not None and entry.state in ("Ready", "Retry", "Rejected"):
-            continue
-        if ks.cluster_queue_of(obj, local_queues) not in managed:
-            continue
-        if ks.is_admitted(obj):
-            continue
-        planned.append(with_topology_aliases(obj))
-    snapshot = snapshot_from_objects(
-        [*planned, *assumed], source=source, default_topology_levels=default_topology_levels
+    """Parse the read once, add assumed usage, select our workloads, build the snapshot.
+
+    ``objects`` are what the snapshot reader listed; ``pods`` every pod with
+    our plan-id label (listed apart: a pinned pod not bound yet holds its
+    slot, though no capacity).
+    """
+    names = tuple(check_names)
+    raw = list(objects)
+    views, reports = _read_workloads(raw, names)
+    pod_views = tuple(read_pod(p) for p in pods)
+    assumed = _assumed(views, pod_views)
+    facts = [o for o in raw if o.get("kind") != "Workload"]
+    snapshot, fact_reports = cluster_snapshot(
+        facts, assumed, default_topology_levels=default_topology_levels, source=source
     )
+    managed = managed_queues(snapshot, names)
+    planned = [v.workload for v in views if v.workload is not None and _to_plan(v, managed)]
     return PlanningInput(
-        snapshot=snapshot,
-        workloads=workloads,
-        pods=pods,
-        records=records,
-        managed_queues=managed,
-        reports=reports,
+        # The snapshot's workloads are the ones parsed into views, in Kueue's queue order.
+        snapshot=snapshot.model_copy(update={"workloads": tuple(sorted(planned, key=lambda w: w.queue_key))}),
+        workloads={v.key: v for v in views},
+        pods=pod_views,
+        reports=(*fact_reports, *reports),
         assumed=len(assumed),
     )

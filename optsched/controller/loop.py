@@ -1,45 +1,56 @@
-"""The controller loop: read, plan, decide, write; then pin the pods of admitted workloads.
+"""The controller: one cycle of numbered, timed phases, repeated; only the last phase writes.
 
-One cycle:
+One cycle, like Kueue's scheduling cycle:
 
-1. keep our AdmissionChecks ``Active`` (create the one named on the command
-   line if missing);
-2. read every object a snapshot needs (``optsched.kube.reader``) plus every
-   pod carrying our plan-id label;
-3. build the planning input (malformed objects dropped and reported, assumed
-   usage of admitted-but-unbound pods added);
-4. plan with the optimizer (in a worker thread, so watches keep flowing) and
-   validate the plan; an invalid plan is never applied;
-5. apply the decisions (record first, then check) and pin gated pods.
+1. **read**: every object a snapshot needs, and every pod carrying our
+   plan-id label, through the injected client (``optsched.kube.reader``);
+2. **build input**: parse each object once; Workloads and pods become views,
+   malformed objects are reported, assumed usage of admitted-but-unbound pods
+   is added (``inputs``);
+3. **plan**: with the optimizer, in a worker thread so watches keep flowing,
+   and validated; an invalid plan is never applied, an unchanged cluster is
+   not solved again;
+4. **decide**: check updates, placement records, pod pins and Events, as one
+   value (``decide``);
+5. **act**: send them (``act``).
 
+Each phase's duration is logged with the cycle and exported as a metric.
 Cycles run every ``interval`` seconds and early, debounced, on watch events
-for Workloads, our pods and Nodes. Only the Lease holder writes; a follower
-keeps its watches warm and takes over when the Lease expires. Every write is
-idempotent, so a cycle interrupted anywhere is simply repeated.
+for Workloads, our pods and Nodes; gated pods are also pinned by a pass of
+their own as soon as they appear, without re-planning. Our AdmissionChecks
+are kept Active by their own reconciler. Only the Lease holder writes; a
+follower keeps its watches warm and takes over when the Lease expires. Every
+write is idempotent, so a cycle interrupted anywhere is simply repeated.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 from optsched import planning
-from optsched.controller.decide import Decisions, DeferPolicy, WorkloadAction, decide
-from optsched.controller.inputs import PlanningInput, build_input
+from optsched.controller.act import Actor
+from optsched.controller.admission_check import AdmissionCheckReconciler
+from optsched.controller.clock import Clock, system_clock
+from optsched.controller.decide import ActionKind, Decisions, decide
+from optsched.controller.inputs import PlanningInput, Report, build_input
 from optsched.controller.metrics import Metrics
-from optsched.controller.pinning import PinResult, PodPin, is_gated_by_us, pins_for, ready_records
-from optsched.controller.records import PlacementRecord
+from optsched.controller.options import Options
+from optsched.controller.pinning import pins_for, ready_records
+from optsched.controller.views import read_pod, read_workload
+from optsched.controller.watch import NodeFilter, WatchEvent, pod_frees_capacity, pod_is_gated, watch_forever
 from optsched.errors import InputError, PlanValidationError
 from optsched.kube.client import ApiError, Client
+from optsched.kube.reader import read_cluster
 from optsched.kube.writer import Writer
-from optsched.kueue import workload_status as ks
-from optsched.model.names import KUEUE_API, PLACEMENT_ANNOTATION, PLAN_ID_LABEL
+from optsched.model.names import KUEUE_API, PLAN_ID_LABEL
 from optsched.model.plan import Plan
 from optsched.model.snapshot import Snapshot
 from optsched.settings import Settings
@@ -49,54 +60,86 @@ log = logging.getLogger("optsched.controller")
 Planner = Callable[[Snapshot], Plan]
 
 
-@dataclass
-class Options:
-    kubeconfig: str | None = None
-    check_names: tuple[str, ...] = ("optsched",)
-    controller_name: str = "optsched.io/placement"
-    interval: float = 10.0
-    debounce: float = 1.0
-    dry_run: bool = False
-    create_check: bool = True
-    policy: DeferPolicy = field(default_factory=DeferPolicy)
-    namespaces: tuple[str, ...] = ()
-    concurrency: int = 16
-    """Writes in flight at once (each workload's own writes stay in order)."""
+class Phase(StrEnum):
+    READ = "read"
+    BUILD_INPUT = "build-input"
+    PLAN = "plan"
+    DECIDE = "decide"
+    ACT = "act"
 
 
-@dataclass
+@dataclass(frozen=True)
+class ClusterRead:
+    """What phase 1 read: the snapshot's objects and every pod carrying our plan-id label."""
+
+    objects: list[dict[str, Any]]
+    pods: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class CycleResult:
+    """What one cycle did: its plan and decisions, what the writes achieved, how long each phase took."""
+
     plan: Plan | None = None
     decisions: Decisions = field(default_factory=Decisions)
-    pins: PinResult | None = None
     pinned: int = 0
     reports: int = 0
     seconds: float = 0.0
-    errors: list[str] = field(default_factory=list)
+    errors: tuple[str, ...] = ()
+    phases: tuple[tuple[Phase, float], ...] = ()
 
 
-def default_planner(time_limit_s: float = 10.0, workers: int = 0) -> Planner:
+class _Skip(Exception):
+    """A phase failed in a way that ends it; ``stage`` labels the error metric."""
+
+    def __init__(self, stage: str, error: Exception, what: str, *, trace: bool = False) -> None:
+        super().__init__(f"{stage}: {error}")
+        self.stage = stage
+        self.what = what
+        self.trace = trace
+
+
+@dataclass
+class _Timer:
+    """Durations of the phases of one cycle, in order."""
+
+    phases: list[tuple[Phase, float]] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def __call__(self, phase: Phase) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases.append((phase, time.monotonic() - started))
+
+    def __str__(self) -> str:
+        return ", ".join(f"{n} {p} {s:.2f}s" for n, (p, s) in enumerate(self.phases, 1))
+
+
+def default_planner(settings: Settings | None = None) -> Planner:
     """The optimizer with its greedy fallback, always followed by the independent validator."""
-    settings = Settings(time_limit_s=time_limit_s, workers=workers)
+    chosen = settings or Settings()
 
     def plan(snapshot: Snapshot) -> Plan:
-        return planning.plan(snapshot, settings)
+        return planning.plan(snapshot, chosen)
 
     return plan
 
 
 class Controller:
+    """Cycles, pin passes and the AdmissionCheck reconciler of one replica, over one injected client."""
+
     def __init__(
         self,
-        client: Client | None,
+        client: Client,
         options: Options,
         *,
         planner: Planner,
         metrics: Metrics | None = None,
         writer: Writer | None = None,
         is_leader: Callable[[], bool] = lambda: True,
-        read: Callable[[], Any] | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = system_clock,
     ) -> None:
         self.client = client
         self.options = options
@@ -104,374 +147,170 @@ class Controller:
         self.metrics = metrics or Metrics()
         self.writer = writer or Writer(client, dry_run=options.dry_run)
         self.is_leader = is_leader
-        self._read = read
         self.clock = clock
         self.trigger = asyncio.Event()
+        """Set to run the next cycle early (debounced)."""
         self.pin_trigger = asyncio.Event()
         """Set when gated pods may have appeared: a cheap pin-only pass runs without re-planning."""
-        self._pin_lock = asyncio.Lock()
+        self.actor = Actor(
+            self.writer,
+            self.metrics,
+            options,
+            is_leader=is_leader,
+            clock=clock,
+            on_conflict=self.pin_trigger.set,
+        )
+        self.checks = AdmissionCheckReconciler(client, self.writer, options, is_leader=is_leader, clock=clock)
         self._last_plan: tuple[str, Plan] | None = None
         """Digest of the snapshot last planned, and its plan: an unchanged cluster is not solved again."""
         self._reported: set[tuple[str, str, str]] = set()
-        self._checks_ready = False
 
-    # -- reading -------------------------------------------------------------------------------
+    def wake(self) -> None:
+        """Cycle and reconcile the AdmissionChecks now (e.g. on becoming the leader)."""
+        self.trigger.set()
+        self.checks.wanted.set()
 
-    async def read(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Snapshot objects and every pod carrying our plan-id label."""
-        if self._read is not None:
-            result: tuple[list[dict[str, Any]], list[dict[str, Any]]] = await self._read()
-            return result
-        from optsched.kube.reader import read_cluster
-
-        assert self.client is not None
-        notes: list[str] = []
-        objects = await read_cluster(self.options.kubeconfig, namespaces=self.options.namespaces, notes=notes)
-        for note in notes:
-            log.debug("read: %s", note)
-        plan_pods = await self.client.list("v1", "pods", label_selector=PLAN_ID_LABEL)
-        for pod in plan_pods:
-            pod.setdefault("kind", "Pod")
-            pod.setdefault("apiVersion", "v1")
-        return objects, plan_pods
-
-    # -- the admission check --------------------------------------------------------------------
-
-    async def ensure_checks(self) -> None:
-        """Create our AdmissionCheck if missing and keep every check of our controller Active."""
-        if self.client is None:
-            return
-        try:
-            checks = await self.client.list(KUEUE_API, "admissionchecks")
-        except ApiError as exc:
-            log.warning("cannot list AdmissionChecks: %s", exc)
-            return
-        ours = [
-            c for c in checks if (c.get("spec") or {}).get("controllerName") == self.options.controller_name
-        ]
-        names = {ks.meta(c).get("name") for c in ours}
-        existing = {ks.meta(c).get("name") for c in checks}
-        for name in self.options.check_names:
-            if name in existing and name not in names:
-                log.warning(
-                    "AdmissionCheck %s belongs to controller %s, not %s",
-                    name,
-                    next(
-                        (c.get("spec") or {}).get("controllerName")
-                        for c in checks
-                        if ks.meta(c).get("name") == name
-                    ),
-                    self.options.controller_name,
-                )
-            if name not in existing and self.options.create_check:
-                await self.writer.create(
-                    KUEUE_API,
-                    "admissionchecks",
-                    {
-                        "apiVersion": KUEUE_API,
-                        "kind": "AdmissionCheck",
-                        "metadata": {"name": name},
-                        "spec": {"controllerName": self.options.controller_name},
-                    },
-                )
-                ours.append({"metadata": {"name": name}, "status": {}})
-        now = ks.format_time(datetime.now(UTC))
-        for check in ours:
-            name = str(ks.meta(check).get("name"))
-            if ks.condition_true(check, "Active"):
-                continue
-            await self.writer.apply(
-                KUEUE_API,
-                "admissionchecks",
-                name,
-                {
-                    "apiVersion": KUEUE_API,
-                    "kind": "AdmissionCheck",
-                    "metadata": {"name": name},
-                    "status": {
-                        "conditions": [
-                            {
-                                "type": "Active",
-                                "status": "True",
-                                "reason": "Active",
-                                "lastTransitionTime": now,
-                                "message": "optsched is running",
-                                "observedGeneration": ks.meta(check).get("generation", 1),
-                            }
-                        ]
-                    },
-                },
-                subresource="status",
-            )
-        self._checks_ready = True
-
-    # -- one cycle ------------------------------------------------------------------------------
+    # -- the cycle -------------------------------------------------------------------------------
 
     async def cycle(self) -> CycleResult:
+        """One cycle of the five phases; a failed read or build ends it with the error."""
+        timer = _Timer()
         started = time.monotonic()
-        result = CycleResult()
         try:
-            await self._cycle(result)
-        finally:
-            result.seconds = time.monotonic() - started
-            self.metrics.cycle_seconds.observe(result.seconds)
-        if result.plan is not None or result.pinned or result.errors:
-            log.info(
-                "cycle took %.2fs: %d admitted, %d deferred, %d pods pinned, %d error(s)",
-                result.seconds,
-                len(result.decisions.of_kind("admit")),
-                len(result.decisions.of_kind("defer")) + len(result.decisions.of_kind("release")),
-                result.pinned,
-                len(result.errors),
-            )
+            result = await self._phases(timer)
+        except _Skip as skip:
+            result = CycleResult(errors=(self._failed(skip),))
+        result = replace(result, seconds=time.monotonic() - started, phases=tuple(timer.phases))
+        self.metrics.cycle_seconds.observe(result.seconds)
+        self.metrics.observe_phases(result.phases)
+        self._log(result, timer)
         return result
 
-    async def _cycle(self, result: CycleResult) -> None:
-        await self.ensure_checks()
-        try:
-            objects, plan_pods = await self.read()
-        except (InputError, ApiError, OSError) as exc:
-            self.metrics.errors.labels("read").inc()
-            result.errors.append(f"read: {exc}")
-            log.error("cycle skipped, cannot read the cluster: %s", exc)
-            return
-        try:
-            inp = build_input([*objects], self.options.check_names)
-        except InputError as exc:
-            self.metrics.errors.labels("snapshot").inc()
-            result.errors.append(f"snapshot: {exc}")
-            log.error("cycle skipped, snapshot failed: %s", exc)
-            return
-        self.metrics.assumed.set(inp.assumed)
-        self.metrics.observe_invalid([r.kind for r in inp.reports])
-        result.reports = len(inp.reports)
-        await self._report(inp)
-        if self.is_leader():
-            await self._pin(
-                ready_records(inp.workloads.values(), self.options.check_names), plan_pods, result
-            )
-        errors = {f"{r.namespace}/{r.name}": r.message for r in inp.reports if r.kind == "Workload"}
-        actionable = [
-            key
-            for key, obj in inp.workloads.items()
-            if (entry := ks.check_entry(obj, self.options.check_names)) is not None
-            and entry.state == "Pending"
-            and ks.holds_quota(obj)
-            and ks.is_active(obj)
-            and not ks.is_finished(obj)
-        ]
-        plan: Plan | None = None
-        digest = hashlib.sha256(inp.snapshot.model_dump_json(exclude={"source"}).encode()).hexdigest()
-        if (
-            actionable
-            and inp.snapshot.workloads
-            and self._last_plan is not None
-            and self._last_plan[0] == digest
-        ):
-            plan = self._last_plan[1]
-            result.plan = plan
-            log.debug("cluster unchanged since the last plan; plan reused")
-        elif actionable and inp.snapshot.workloads:
+    async def _phases(self, timer: _Timer) -> CycleResult:
+        with timer(Phase.READ):  # 1. the cluster, through the injected client
+            read = await self.read()
+        with timer(Phase.BUILD_INPUT):  # 2. views, reports, assumed usage, the snapshot
+            inp = self.build_input(read)
+        errors: tuple[str, ...] = ()
+        with timer(Phase.PLAN):  # 3. a validated plan (a failure leaves every check as it is)
             try:
-                plan = await asyncio.to_thread(self.planner, inp.snapshot)
-            except PlanValidationError as exc:
-                self.metrics.errors.labels("validate").inc()
-                result.errors.append(f"validate: {exc}")
-                log.error("plan rejected by the validator, nothing applied: %s", exc)
-                return
-            except Exception as exc:
-                self.metrics.errors.labels("plan").inc()
-                result.errors.append(f"plan: {exc}")
-                log.exception("planning failed, nothing applied")
-                return
-            self.metrics.observe_plan(plan)
-            self._last_plan = (digest, plan)
-            result.plan = plan
-            log.info(
-                "plan %s in %.2fs: %d admit, %d defer, gap %s",
-                plan.status.value,
-                plan.solve_seconds,
-                len(plan.admitted),
-                len(plan.deferred),
-                plan.gap,
+                plan = await self.plan(inp)
+            except _Skip as skip:
+                plan, errors = None, (self._failed(skip),)
+        with timer(Phase.DECIDE):  # 4. every write of the cycle, as one value
+            decisions = decide(
+                inp,
+                plan,
+                now=self.clock(),
+                policy=self.options.policy,
+                reports=self._new(inp.reports),
+                planned=not errors,
             )
-        all_nodes = {n.name: n for n in inp.snapshot.nodes}
-        decisions = decide(
-            inp.workloads,
-            plan,
-            inp.snapshot,
-            self.options.check_names,
-            now=self.clock(),
-            pods=plan_pods,
-            all_nodes=all_nodes,
-            policy=self.options.policy,
-            planning_errors=errors,
-        )
-        result.decisions = decisions
+        result = CycleResult(plan=plan, decisions=decisions, reports=len(inp.reports), errors=errors)
         if not self.is_leader():
             log.debug("not the leader: %d action(s) not applied", len(decisions.actions))
-            return
-        await self._apply(decisions, inp, result)
+            return result
+        with timer(Phase.ACT):  # 5. the only phase that writes
+            outcome = await self.actor.act(decisions)
+        return replace(result, pinned=outcome.pinned, errors=errors + outcome.errors)
 
-    async def _pin(
-        self, records: dict[str, PlacementRecord], plan_pods: list[dict[str, Any]], result: CycleResult
-    ) -> None:
-        """Pin every gated pod of a Ready workload (concurrently; each patch is independent)."""
-        async with self._pin_lock:
-            await self._pin_locked(records, plan_pods, result)
+    def _failed(self, skip: _Skip) -> str:
+        """Count and log a failed phase; its line for :attr:`CycleResult.errors`."""
+        self.metrics.errors.labels(skip.stage).inc()
+        log.error("%s: %s", skip.what, skip.__cause__, exc_info=skip.__cause__ if skip.trace else None)
+        return str(skip)
 
-    async def _pin_locked(
-        self, records: dict[str, PlacementRecord], plan_pods: list[dict[str, Any]], result: CycleResult
-    ) -> None:
-        pins = pins_for(plan_pods, records)
-        result.pins = pins
-        for line in pins.waiting:
-            log.info("pod waits: %s", line)
-        semaphore = asyncio.Semaphore(self.options.concurrency)
-
-        async def one(pin: PodPin) -> None:
-            async with semaphore:
-                if not self.is_leader():
-                    return
-                try:
-                    await self.writer.patch_pod(pin.namespace, pin.name, pin.patch())
-                except ApiError as exc:
-                    if exc.conflict or exc.not_found:
-                        log.info(
-                            "pod %s/%s changed while pinning (%s); retried next cycle",
-                            pin.namespace,
-                            pin.name,
-                            exc.status,
-                        )
-                        self.trigger.set()
-                    else:
-                        result.errors.append(f"pin {pin.namespace}/{pin.name}: {exc}")
-                        log.warning("pinning %s/%s failed: %s", pin.namespace, pin.name, exc)
-                    return
-                result.pinned += 1
-                self.metrics.pinned.inc()
-                log.info(
-                    "%spinned pod %s/%s to %s gpus %s (plan %s, %s[%d])",
-                    "dry-run, not applied: " if self.options.dry_run else "",
-                    pin.namespace,
-                    pin.name,
-                    pin.slot.node,
-                    pin.slot.gpus,
-                    pin.plan_id,
-                    pin.pod_set,
-                    pin.slot.index,
-                )
-
-        await asyncio.gather(*(one(pin) for pin in pins.pins))
-
-    async def _apply(self, decisions: Decisions, inp: PlanningInput, result: CycleResult) -> None:
-        """Send each workload's writes in order (record, then check); workloads concurrently."""
-        semaphore = asyncio.Semaphore(self.options.concurrency)
-
-        async def one(action: WorkloadAction) -> None:
-            async with semaphore:
-                await self._apply_one(action, result)
-
-        await asyncio.gather(
-            *(
-                one(a)
-                for a in decisions.actions
-                if a.record is not None or a.drop_record or a.check is not None
-            )
-        )
-        self.metrics.observe_deferrals([a.reason for a in decisions.actions if a.kind == "defer"])
-
-    async def _apply_one(self, action: WorkloadAction, result: CycleResult) -> None:
-        if not self.is_leader():
-            return
-
-        async def write_record(value: str | None) -> None:
-            await self.writer.set_annotation(
-                KUEUE_API,
-                "workloads",
-                action.namespace,
-                action.name,
-                PLACEMENT_ANNOTATION,
-                value,
-                uid=action.uid,
-            )
-
+    async def read(self) -> ClusterRead:
+        """Phase 1: the snapshot's objects and every pod carrying our plan-id label."""
         try:
-            # The record is written before the check goes Ready (a crash in between is repaired
-            # from it), and dropped only after a release has been sent.
-            if action.record is not None:
-                await write_record(action.record.to_annotation())
-            elif action.drop_record and action.kind != "release":
-                await write_record(None)
-            if action.check is not None:
-                await self.writer.apply_check(action.namespace, action.name, action.check.entry())
-            if action.drop_record and action.kind == "release":
-                await write_record(None)
-        except ApiError as exc:
-            result.errors.append(f"{action.kind} {action.key}: {exc}")
-            log.warning("%s %s failed (%s); retried next cycle", action.kind, action.key, exc)
-            return
-        verb = "dry-run, not applied: " if self.options.dry_run else ""
-        if action.kind == "admit":
-            self.metrics.admitted.inc()
-            log.info("%sadmitted %s: %s", verb, action.key, action.check.message if action.check else "")
-        elif action.kind == "release":
-            self.metrics.released.labels(action.reason).inc()
-            log.info(
-                "%sreleased quota of %s: %s",
-                verb,
-                action.key,
-                action.check.message if action.check else "",
-            )
-        elif action.kind == "replan":
-            log.warning(
-                "%sre-planning %s: %s", verb, action.key, action.check.message if action.check else ""
-            )
-        elif action.check is not None:
-            log.info("%s%s %s: %s", verb, action.kind, action.key, action.check.message)
+            listing = await read_cluster(self.client, namespaces=self.options.namespaces)
+            pods = await self.client.list("v1", "pods", label_selector=PLAN_ID_LABEL)
+        except (InputError, ApiError) as exc:
+            raise _Skip("read", exc, "cycle skipped, cannot read the cluster") from exc
+        for note in listing.notes:
+            log.debug("read: %s", note)
+        return ClusterRead(objects=listing.objects, pods=pods)
 
-    async def _report(self, inp: PlanningInput) -> None:
-        for report in inp.reports:
-            fingerprint = (
-                report.uid or f"{report.kind}/{report.namespace}/{report.name}",
-                report.reason,
-                report.message,
-            )
-            if fingerprint in self._reported:
+    def build_input(self, read: ClusterRead) -> PlanningInput:
+        """Phase 2: the planning input, and the metrics of what it found."""
+        try:
+            inp = build_input(read.objects, self.options.check_names, pods=read.pods)
+        except InputError as exc:
+            raise _Skip("snapshot", exc, "cycle skipped, snapshot failed") from exc
+        self.metrics.assumed.set(inp.assumed)
+        self.metrics.observe_invalid([r.kind for r in inp.reports])
+        return inp
+
+    async def plan(self, inp: PlanningInput) -> Plan | None:
+        """Phase 3: a validated plan, or None when no workload waits on one."""
+        if not inp.actionable or not inp.snapshot.workloads:
+            return None
+        digest = hashlib.sha256(inp.snapshot.model_dump_json(exclude={"source"}).encode()).hexdigest()
+        if self._last_plan is not None and self._last_plan[0] == digest:
+            log.debug("cluster unchanged since the last plan; plan reused")
+            return self._last_plan[1]
+        try:
+            plan = await asyncio.to_thread(self.planner, inp.snapshot)
+        except PlanValidationError as exc:
+            raise _Skip("validate", exc, "plan rejected by the validator, nothing applied") from exc
+        except Exception as exc:
+            raise _Skip("plan", exc, "planning failed, nothing applied", trace=True) from exc
+        self.metrics.observe_plan(plan)
+        self._last_plan = (digest, plan)
+        log.info(
+            "plan %s in %.2fs: %d admit, %d defer, gap %s",
+            plan.status.value,
+            plan.solve_seconds,
+            len(plan.admitted),
+            len(plan.deferred),
+            plan.gap,
+        )
+        return plan
+
+    def _new(self, reports: tuple[Report, ...]) -> list[Report]:
+        """Reports not made before by this process (each is logged once and becomes one Event)."""
+        new = []
+        for report in reports:
+            if report.fingerprint in self._reported:
                 continue
-            self._reported.add(fingerprint)
-            log.warning(
-                "skipped %s %s: %s",
-                report.kind,
-                f"{report.namespace}/{report.name}" if report.namespace else report.name,
-                report.message,
-            )
-            if self.is_leader():
-                await self.writer.event(
-                    kind=report.kind,
-                    api_version=report.api_version,
-                    namespace=report.namespace,
-                    name=report.name,
-                    uid=report.uid,
-                    reason=report.reason,
-                    message=report.message,
-                )
+            self._reported.add(report.fingerprint)
+            where = f"{report.namespace}/{report.name}" if report.namespace else report.name
+            log.warning("skipped %s %s: %s", report.kind, where, report.message)
+            new.append(report)
+        return new
 
-    # -- running --------------------------------------------------------------------------------
+    def _log(self, result: CycleResult, timer: _Timer) -> None:
+        admitted = len(result.decisions.of_kind(ActionKind.ADMIT))
+        deferred = len(result.decisions.of_kind(ActionKind.DEFER)) + len(
+            result.decisions.of_kind(ActionKind.RELEASE)
+        )
+        busy = result.plan is not None or result.pinned or result.errors
+        log.log(
+            logging.INFO if busy else logging.DEBUG,
+            "cycle took %.2fs (%s): %d admitted, %d deferred, %d pods pinned, %d error(s)",
+            result.seconds,
+            timer,
+            admitted,
+            deferred,
+            result.pinned,
+            len(result.errors),
+        )
+
+    # -- pinning between cycles --------------------------------------------------------------------
 
     async def pin_pass(self) -> int:
         """Pin gated pods of Ready workloads without reading the whole cluster or planning."""
-        if self.client is None or not self.is_leader():
+        if not self.is_leader():
             return 0
-        result = CycleResult()
         try:
             workloads = await self.client.list(KUEUE_API, "workloads")
             pods = await self.client.list("v1", "pods", label_selector=PLAN_ID_LABEL)
-        except (ApiError, OSError) as exc:
+        except ApiError as exc:
             log.debug("pin pass skipped: %s", exc)
             return 0
-        await self._pin(ready_records(workloads, self.options.check_names), pods, result)
-        return result.pinned
+        views = [read_workload(w, self.options.check_names, spec=False) for w in workloads]
+        pins = pins_for([read_pod(p) for p in pods], ready_records(views))
+        return (await self.actor.pin(pins.pins, pins.waiting)).pinned
 
     async def _pin_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -484,56 +323,38 @@ class Controller:
                 self.metrics.errors.labels("pin").inc()
                 log.exception("pin pass failed; continuing")
 
-    async def watch_forever(
-        self,
-        api_version: str,
-        plural: str,
-        *,
-        label_selector: str | None = None,
-        relevant: Callable[[dict[str, Any]], bool] = lambda e: True,
-        pins: Callable[[dict[str, Any]], bool] = lambda e: False,
-    ) -> None:
-        """Set :attr:`trigger` (re-plan) or :attr:`pin_trigger` (pin only) on events; reconnect on errors."""
-        assert self.client is not None
-        backoff = 1.0
-        while True:
-            try:
-                async for event in self.client.watch(api_version, plural, label_selector=label_selector):
-                    backoff = 1.0
-                    if event.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
-                        continue
-                    if pins(event):
-                        self.pin_trigger.set()
-                    if relevant(event):
-                        self.trigger.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.debug("watch %s ended: %s", plural, exc)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 30.0)
+    # -- running ---------------------------------------------------------------------------------
+
+    def _on_pod(self, event: WatchEvent) -> None:
+        if pod_is_gated(event):
+            self.pin_trigger.set()
+        if pod_frees_capacity(event):
+            self.trigger.set()
+
+    def _background(self, stop: asyncio.Event) -> list[Coroutine[Any, Any, None]]:
+        """Watches, the pin loop and the AdmissionCheck reconciler, for as long as the controller runs."""
+        nodes = NodeFilter()
+
+        def on_node(event: WatchEvent) -> None:
+            if nodes(event):
+                self.trigger.set()
+
+        return [
+            watch_forever(self.client, KUEUE_API, "workloads", lambda e: self.trigger.set()),
+            watch_forever(self.client, "v1", "pods", self._on_pod, label_selector=PLAN_ID_LABEL),
+            watch_forever(self.client, "v1", "nodes", on_node),
+            watch_forever(self.client, KUEUE_API, "admissionchecks", self.checks.on_event),
+            self._pin_loop(stop),
+            self.checks.run(stop),
+        ]
 
     async def run(self, stop: asyncio.Event, *, once: bool = False) -> int:
         """Cycle until ``stop`` is set (or once). Returns a process exit code."""
         if once:
+            await self.checks.reconcile()
             result = await self.cycle()
             return 1 if result.errors and result.plan is None and not result.decisions.actions else 0
-        watches = []
-        if self.client is not None:
-            watches = [
-                asyncio.create_task(self.watch_forever(KUEUE_API, "workloads")),
-                asyncio.create_task(
-                    self.watch_forever(
-                        "v1",
-                        "pods",
-                        label_selector=PLAN_ID_LABEL,
-                        relevant=pod_frees_capacity,
-                        pins=pod_is_gated,
-                    )
-                ),
-                asyncio.create_task(self._pin_loop(stop)),
-                asyncio.create_task(self.watch_forever("v1", "nodes", relevant=NodeFilter())),
-            ]
+        tasks = [asyncio.create_task(job) for job in self._background(stop)]
         try:
             while not stop.is_set():
                 if self.is_leader():
@@ -544,9 +365,9 @@ class Controller:
                         log.exception("cycle failed; continuing")
                 await self._wait(stop)
         finally:
-            for task in watches:
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*watches, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
         return 0
 
     async def _wait(self, stop: asyncio.Event) -> None:
@@ -562,42 +383,3 @@ class Controller:
         if self.trigger.is_set() and not stop.is_set():
             await asyncio.sleep(self.options.debounce)
         self.trigger.clear()
-
-
-def pod_is_gated(event: dict[str, Any]) -> bool:
-    """A pod of ours that still holds our gate: pin it now (no need to re-plan)."""
-    return event.get("type") != "DELETED" and is_gated_by_us(event.get("object") or {})
-
-
-def pod_frees_capacity(event: dict[str, Any]) -> bool:
-    """A pod of ours that went away or finished: capacity changed, so re-plan."""
-    phase = ((event.get("object") or {}).get("status") or {}).get("phase")
-    return event.get("type") == "DELETED" or phase in ("Succeeded", "Failed")
-
-
-class NodeFilter:
-    """Node watch events that matter: added, deleted, readiness, GPU annotation or labels changed.
-
-    Nodes send frequent status heartbeats; re-planning on each would waste cycles.
-    """
-
-    def __init__(self) -> None:
-        self.seen: dict[str, tuple[Any, ...]] = {}
-
-    def __call__(self, event: dict[str, Any]) -> bool:
-        node = event.get("object") or {}
-        name = str(ks.meta(node).get("name", ""))
-        if event.get("type") == "DELETED":
-            self.seen.pop(name, None)
-            return True
-        ready = ks.condition(node, "Ready")
-        fingerprint = (
-            ready.get("status") if ready else None,
-            (node.get("spec") or {}).get("unschedulable"),
-            tuple(sorted((ks.meta(node).get("labels") or {}).items())),
-            (ks.meta(node).get("annotations") or {}).get("optsched.io/gpu-topology"),
-            tuple(sorted(((node.get("status") or {}).get("allocatable") or {}).items())),
-        )
-        changed = self.seen.get(name) != fingerprint
-        self.seen[name] = fingerprint
-        return changed

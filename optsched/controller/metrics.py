@@ -1,29 +1,61 @@
-"""Prometheus metrics of the controller, on a registry of its own (tests build as many as they like)."""
+"""Prometheus metrics of the controller, on a registry of its own (tests build as many as they like).
+
+Deferrals and releases are labelled with the binding reason's code
+(:class:`~optsched.model.reasons.ReasonCode`), never with its words, so a
+reworded message cannot change a series.
+"""
 
 from __future__ import annotations
 
 from collections import Counter as Tally
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from optsched.model.plan import Plan, PlanStatus
 
+CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
+SOLVE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60)
+
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        r = self.registry
+        self._cycle_metrics(self.registry)
+        self._plan_metrics(self.registry)
+        self._workload_metrics(self.registry)
+
+    def _cycle_metrics(self, r: CollectorRegistry) -> None:
+        """How the controller itself runs."""
         self.cycle_seconds = Histogram(
             "optsched_cycle_duration_seconds",
             "Wall time of one read-plan-apply cycle",
             registry=r,
-            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120),
+            buckets=CYCLE_BUCKETS,
         )
+        self.phase_seconds = Histogram(
+            "optsched_cycle_phase_duration_seconds",
+            "Wall time of each phase of a cycle (read, build-input, plan, decide, act)",
+            ["phase"],
+            registry=r,
+            buckets=CYCLE_BUCKETS,
+        )
+        self.errors = Counter("optsched_cycle_errors", "Cycles that failed, by stage", ["stage"], registry=r)
+        self.leader = Gauge("optsched_leader", "1 while this replica holds the leader Lease", registry=r)
+        self.invalid = Gauge(
+            "optsched_invalid_objects",
+            "Objects skipped as malformed in the latest cycle",
+            ["kind"],
+            registry=r,
+        )
+
+    def _plan_metrics(self, r: CollectorRegistry) -> None:
+        """What the latest plan achieved."""
         self.solve_seconds = Histogram(
             "optsched_solve_duration_seconds",
             "Planner time inside a cycle",
             registry=r,
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60),
+            buckets=SOLVE_BUCKETS,
         )
         self.plans = Counter("optsched_plans", "Plans made, by solver status", ["status"], registry=r)
         self.plan_status = Gauge(
@@ -31,21 +63,6 @@ class Metrics:
         )
         self.gap = Gauge(
             "optsched_solve_gap", "Relative optimality gap of the latest plan's first stage", registry=r
-        )
-        self.admitted = Counter(
-            "optsched_workloads_admitted", "Workloads whose check was set Ready", registry=r
-        )
-        self.deferred = Gauge(
-            "optsched_workloads_deferred",
-            "Workloads deferred in the latest cycle, by reason",
-            ["reason"],
-            registry=r,
-        )
-        self.released = Counter(
-            "optsched_workloads_released", "Deferred workloads sent back (Retry)", ["reason"], registry=r
-        )
-        self.pinned = Counter(
-            "optsched_pods_pinned", "Pods pinned to their planned node and ungated", registry=r
         )
         self.gpus_allocated = Gauge(
             "optsched_gpus_allocated", "GPUs allocated after the latest plan", registry=r
@@ -62,14 +79,27 @@ class Metrics:
             ["product"],
             registry=r,
         )
-        self.invalid = Gauge(
-            "optsched_invalid_objects",
-            "Objects skipped as malformed in the latest cycle",
-            ["kind"],
+
+    def _workload_metrics(self, r: CollectorRegistry) -> None:
+        """What the controller did to workloads and pods."""
+        self.admitted = Counter(
+            "optsched_workloads_admitted", "Workloads whose check was set Ready", registry=r
+        )
+        self.deferred = Gauge(
+            "optsched_workloads_deferred",
+            "Workloads deferred in the latest cycle, by binding reason code",
+            ["reason"],
             registry=r,
         )
-        self.leader = Gauge("optsched_leader", "1 while this replica holds the leader Lease", registry=r)
-        self.errors = Counter("optsched_cycle_errors", "Cycles that failed, by stage", ["stage"], registry=r)
+        self.released = Counter(
+            "optsched_workloads_released",
+            "Deferred workloads sent back (Retry), by binding reason code",
+            ["reason"],
+            registry=r,
+        )
+        self.pinned = Counter(
+            "optsched_pods_pinned", "Pods pinned to their planned node and ungated", registry=r
+        )
         self.assumed = Gauge(
             "optsched_assumed_pods", "Planned pods counted as usage before they bind", registry=r
         )
@@ -88,14 +118,19 @@ class Metrics:
         for product in summary.by_product:
             self.fragmentation.labels(product.product or "none").set(product.fragmentation_after)
 
-    def observe_deferrals(self, reasons: list[str]) -> None:
+    def observe_phases(self, phases: Iterable[tuple[str, float]]) -> None:
+        for phase, seconds in phases:
+            self.phase_seconds.labels(phase).observe(seconds)
+
+    def observe_deferrals(self, reasons: Iterable[str]) -> None:
+        """The deferred-workloads gauge of this cycle, by reason code (codes not seen drop to 0)."""
         counts = Tally(reasons)
-        for label in list(self.deferred._metrics):  # reset reasons not seen this cycle
+        for label in list(self.deferred._metrics):
             self.deferred.labels(*label).set(0)
         for reason, number in counts.items():
             self.deferred.labels(reason).set(number)
 
-    def observe_invalid(self, kinds: list[str]) -> None:
+    def observe_invalid(self, kinds: Iterable[str]) -> None:
         for label in list(self.invalid._metrics):
             self.invalid.labels(*label).set(0)
         for kind, number in Tally(kinds).items():

@@ -14,7 +14,7 @@ the pin, so a slot can never be handed to two pods, whatever crashes between
 cycles. The patch is one JSON merge patch carrying the pod's
 ``resourceVersion``: it adds ``nodeSelector kubernetes.io/hostname`` (allowed
 on a gated pod), the GPU and index annotations, and drops our gate; a
-concurrent change makes it fail with 409 and the next cycle retries.
+concurrent change makes it fail with 409 and the pin is retried on a fresh read.
 """
 
 from __future__ import annotations
@@ -23,17 +23,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.controller.inputs import completion_index, pod_set_of
-from optsched.controller.records import PlacementRecord, RecordError, record_of
+from optsched.controller.records import PlacementRecord
+from optsched.controller.views import PodView, WorkloadView
 from optsched.kueue import workload_status as ks
-from optsched.model.names import (
-    GPUS_ANNOTATION,
-    HOSTNAME_LABEL,
-    PLAN_ID_LABEL,
-    POD_INDEX_ANNOTATION,
-    SCHEDULING_GATE,
-)
+from optsched.model.names import GPUS_ANNOTATION, HOSTNAME_LABEL, POD_INDEX_ANNOTATION, SCHEDULING_GATE
 from optsched.model.placement import PodPlacement
+from optsched.model.snapshot import CheckState
 
 
 @dataclass(frozen=True)
@@ -44,7 +39,12 @@ class PodPin:
     plan_id: str
     pod_set: str
     slot: PodPlacement
-    remaining_gates: tuple[dict[str, Any], ...]
+    remaining_gates: tuple[str, ...]
+    """The pod's other scheduling gates, kept."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
     def patch(self) -> dict[str, Any]:
         """JSON merge patch: pin to the node, record GPUs and slot, remove our gate."""
@@ -58,110 +58,84 @@ class PodPin:
             "metadata": metadata,
             "spec": {
                 "nodeSelector": {HOSTNAME_LABEL: self.slot.node},
-                "schedulingGates": [dict(g) for g in self.remaining_gates] or None,
+                "schedulingGates": [{"name": g} for g in self.remaining_gates] or None,
             },
         }
 
 
-def gates_of(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    return [g for g in gates if isinstance(g, dict)]
-
-
-def is_gated_by_us(pod: Mapping[str, Any]) -> bool:
-    return any(g.get("name") == SCHEDULING_GATE for g in gates_of(pod))
-
-
-def _live(pod: Mapping[str, Any]) -> bool:
-    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-        return False
-    return not ks.meta(pod).get("deletionTimestamp")
-
-
-def _slot_index(pod: Mapping[str, Any]) -> int | None:
-    raw = (ks.meta(pod).get("annotations") or {}).get(POD_INDEX_ANNOTATION)
-    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
-
-
-@dataclass
+@dataclass(frozen=True)
 class PinResult:
-    pins: list[PodPin]
-    waiting: list[str]
+    pins: tuple[PodPin, ...] = ()
+    waiting: tuple[str, ...] = ()
     """Gated pods that could not be matched to a free slot (``namespace/name: why``)."""
 
 
-def pins_for(pods: Iterable[Mapping[str, Any]], records: Mapping[str, PlacementRecord]) -> PinResult:
+def _groups(
+    pods: Iterable[PodView], records: Mapping[str, PlacementRecord]
+) -> tuple[dict[tuple[str, str], list[PodView]], list[str]]:
+    """Live pods of known plans by (plan id, PodSet), and why gated pods of an unknown PodSet wait."""
+    groups: dict[tuple[str, str], list[PodView]] = {}
+    waiting: list[str] = []
+    for pod in pods:
+        if not pod.plan_id or pod.plan_id not in records or not pod.live:
+            continue
+        record = records[pod.plan_id]
+        pod_set = pod.pod_set
+        if pod_set is None and len(record.pod_sets) == 1:
+            pod_set = next(iter(record.pod_sets))
+        if pod_set is None or pod_set not in record.pod_sets:
+            if pod.gated_by_us:
+                waiting.append(f"{pod.key}: PodSet {pod_set!r} is not in placement {pod.plan_id}")
+            continue
+        groups.setdefault((pod.plan_id, pod_set), []).append(pod)
+    return groups, waiting
+
+
+def pins_for(pods: Iterable[PodView], records: Mapping[str, PlacementRecord]) -> PinResult:
     """Pins for every pod gated by us whose plan id names one of ``records`` (keyed by plan id).
 
     ``pods`` must hold every live pod carrying the plan-id label (gated or
     not, bound or not), so that taken slots are seen.
     """
-    by_group: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    waiting: list[str] = []
-    for pod in pods:
-        plan_id = (ks.meta(pod).get("labels") or {}).get(PLAN_ID_LABEL)
-        if not plan_id or plan_id not in records or not _live(pod):
-            continue
-        pod_set = pod_set_of(pod)
-        record = records[plan_id]
-        if pod_set is None and len(record.pod_sets) == 1:
-            pod_set = next(iter(record.pod_sets))
-        if pod_set is None or pod_set not in record.pod_sets:
-            if is_gated_by_us(pod):
-                waiting.append(f"{ks.key_of(pod)}: PodSet {pod_set!r} is not in placement {plan_id}")
-            continue
-        by_group.setdefault((plan_id, pod_set), []).append(pod)
+    groups, waiting = _groups(pods, records)
     pins: list[PodPin] = []
-    for (plan_id, pod_set), group in sorted(by_group.items()):
+    for (plan_id, pod_set), group in sorted(groups.items()):
         slots = {s.index: s for s in records[plan_id].slots(pod_set)}
-        taken = {i for p in group if not is_gated_by_us(p) and (i := _slot_index(p)) is not None}
-        gated = sorted(
-            (p for p in group if is_gated_by_us(p)),
-            key=lambda p: (str(ks.meta(p).get("creationTimestamp", "")), str(ks.meta(p).get("name", ""))),
-        )
+        taken = {p.slot_index for p in group if not p.gated_by_us and p.slot_index is not None}
+        gated = sorted((p for p in group if p.gated_by_us), key=lambda p: (p.created, p.name))
         unindexed = []
         for pod in gated:
-            index = completion_index(pod)
+            index = pod.completion_index
             if index is not None and index in slots and index not in taken:
                 taken.add(index)
                 pins.append(_pin(pod, plan_id, pod_set, slots[index]))
             else:
                 unindexed.append(pod)
         free = [slots[i] for i in sorted(slots) if i not in taken]
-        for pod, slot in zip(unindexed, free, strict=False):
-            pins.append(_pin(pod, plan_id, pod_set, slot))
-        for pod in unindexed[len(free) :]:
-            waiting.append(f"{ks.key_of(pod)}: every planned slot of PodSet {pod_set} is taken")
-    return PinResult(pins=pins, waiting=waiting)
+        pins += [_pin(pod, plan_id, pod_set, slot) for pod, slot in zip(unindexed, free, strict=False)]
+        waiting += [
+            f"{p.key}: every planned slot of PodSet {pod_set} is taken" for p in unindexed[len(free) :]
+        ]
+    return PinResult(pins=tuple(pins), waiting=tuple(waiting))
 
 
-def _pin(pod: Mapping[str, Any], plan_id: str, pod_set: str, slot: PodPlacement) -> PodPin:
-    m = ks.meta(pod)
+def _pin(pod: PodView, plan_id: str, pod_set: str, slot: PodPlacement) -> PodPin:
     return PodPin(
-        namespace=str(m.get("namespace", "default")),
-        name=str(m.get("name", "")),
-        resource_version=str(m.get("resourceVersion", "")),
+        namespace=pod.namespace,
+        name=pod.name,
+        resource_version=pod.resource_version,
         plan_id=plan_id,
         pod_set=pod_set,
         slot=slot,
-        remaining_gates=tuple(g for g in gates_of(pod) if g.get("name") != SCHEDULING_GATE),
+        remaining_gates=tuple(g for g in pod.gates if g != SCHEDULING_GATE),
     )
 
 
-def ready_records(
-    workloads: Iterable[Mapping[str, Any]], check_names: Iterable[str]
-) -> dict[str, PlacementRecord]:
+def ready_records(workloads: Iterable[WorkloadView]) -> dict[str, PlacementRecord]:
     """Records of unfinished workloads whose check is Ready, by plan id: the pods that may be pinned."""
-    names = frozenset(check_names)
     out: dict[str, PlacementRecord] = {}
-    for workload in workloads:
-        entry = ks.check_entry(workload, names)
-        if entry is None or entry.state != "Ready" or ks.is_finished(workload):
-            continue
-        try:
-            record = record_of(workload)
-        except RecordError:
-            continue
-        if record is not None:
-            out[record.plan_id] = record
+    for view in workloads:
+        ready = view.check is not None and view.check.state == CheckState.READY
+        if ready and view.lifecycle != ks.Lifecycle.FINISHED and view.record is not None:
+            out[view.record.plan_id] = view.record
     return out

@@ -1,5 +1,9 @@
-"""The only package that talks to a Kubernetes API server (read-only).
+"""The only package that talks to a Kubernetes API server.
 
-Everything else in optsched works on snapshots; keeping the client here means
-the planner, policies and validator can be tested and run offline.
+One transport (:mod:`~optsched.kube.client`), the read-only snapshot reader
+(:mod:`~optsched.kube.reader`, with the list conversion in
+:mod:`~optsched.kube.documents`) and every write the controller makes
+(:mod:`~optsched.kube.writer`). Everything else in optsched works on values,
+so the planner, the validator and the controller's decisions can be tested and
+run offline.
 """

@@ -1,34 +1,60 @@
-"""A small typed wrapper over kr8s's raw API calls, for the controller's writes and watches.
+"""The one Kubernetes transport: REST calls on kr8s's raw API, typed, with one error mapping.
 
 kr8s's object layer needs API discovery for every custom resource and hides
 the content type of a patch; the controller needs server-side apply on a
 status subresource, JSON merge patches with a resourceVersion precondition
 and streaming watches. Calling the REST paths directly keeps all of that
-explicit. Errors become :class:`ApiError` carrying the HTTP status, so
-callers can tell a conflict (409) from a missing object (404).
+explicit. Every call goes through :meth:`Client._call`, the only place where
+an answer becomes :class:`ApiError`: an HTTP error status keeps its status (so
+callers can tell a conflict from a missing object), no answer at all
+(connection refused, TLS failure, a dropped stream) is status 0.
+
+The transport is anything with kr8s's ``call_api`` (an async context manager
+yielding an ``httpx.Response`` and raising on error statuses), so tests run
+the client against a fake server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import AsyncIterator
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 import httpx
+
+from optsched.errors import InputError
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+Object = dict[str, Any]
+
+
+class Transport(Protocol):
+    """kr8s's raw call: ``base/version[/namespaces/ns]/url``; raises with ``.response`` on error statuses."""
+
+    def call_api(
+        self,
+        method: str = ...,
+        version: str = ...,
+        base: str = ...,
+        namespace: str | None = ...,
+        url: str = ...,
+        **kwargs: Any,
+    ) -> AbstractAsyncContextManager[httpx.Response]: ...
 
 
 class ApiError(Exception):
-    """An API server answer other than success."""
+    """An API server answer other than success; status 0 when no answer came at all."""
 
     def __init__(self, status: int, message: str) -> None:
         self.status = status
         self.message = message
-        super().__init__(f"HTTP {status}: {message}")
+        super().__init__(f"HTTP {status}: {message}" if status else message)
 
     @property
     def conflict(self) -> bool:
@@ -38,16 +64,29 @@ class ApiError(Exception):
     def not_found(self) -> bool:
         return self.status == 404
 
+    @property
+    def unreachable(self) -> bool:
+        return self.status == 0
 
-def _status_and_message(exc: Exception) -> tuple[int, str] | None:
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an exception's text (or its type), for messages of a single line."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _api_error(exc: Exception) -> ApiError | None:
+    """The ApiError an exception of the transport stands for; None when it is not about the API."""
     response = getattr(exc, "response", None)
     if isinstance(response, httpx.Response):
         try:
             body = response.json()
             message = str(body.get("message", "")) if isinstance(body, dict) else str(body)
         except (ValueError, httpx.ResponseNotRead):
-            message = str(exc)
-        return response.status_code, message or str(exc)
+            message = ""
+        return ApiError(response.status_code, message or one_line(exc))
+    if isinstance(exc, httpx.TransportError | OSError):
+        return ApiError(0, f"cannot reach the API server: {one_line(exc)}")
     return None
 
 
@@ -56,16 +95,44 @@ def _base(api_version: str) -> str:
 
 
 class Client:
-    """REST calls on one kr8s API object (which owns authentication and TLS)."""
+    """REST calls on one transport (kr8s's API object, which owns authentication and TLS)."""
 
-    def __init__(self, api: Any) -> None:
-        self.api = api
+    def __init__(self, transport: Transport, *, source: str = "the default kubeconfig") -> None:
+        self.transport = transport
+        self.source = source
+        """The kubeconfig the client was built from, as messages name it."""
 
     @classmethod
     async def connect(cls, kubeconfig: str | None) -> Client:
-        import kr8s.asyncio
+        """A client for ``kubeconfig`` (None: in-cluster or the default); InputError naming it if unusable."""
+        import kr8s.asyncio  # deferred: kr8s is slow to import and only the live-cluster verbs need it
 
-        return cls(await kr8s.asyncio.api(kubeconfig=kubeconfig))
+        source = kubeconfig or "the default kubeconfig"
+        if kubeconfig is not None and not os.path.isfile(kubeconfig):
+            raise InputError("no such file", source=kubeconfig)
+        try:
+            api = await kr8s.asyncio.api(kubeconfig=kubeconfig)
+        except (httpx.HTTPError, OSError) as exc:
+            raise InputError(f"cannot reach the API server: {one_line(exc)}", source=source) from exc
+        except Exception as exc:
+            raise InputError(f"cannot load kubeconfig: {one_line(exc)}", source=source) from exc
+        return cls(api, source=source)
+
+    @contextlib.asynccontextmanager
+    async def _call(
+        self, method: str, api_version: str, url: str, *, namespace: str | None, **kwargs: Any
+    ) -> AsyncIterator[httpx.Response]:
+        """One request; every failure of the transport leaves here as :class:`ApiError`."""
+        try:
+            async with self.transport.call_api(
+                method, version=api_version, base=_base(api_version), namespace=namespace, url=url, **kwargs
+            ) as response:
+                yield response
+        except Exception as exc:
+            error = _api_error(exc)
+            if error is None:
+                raise
+            raise error from exc
 
     async def request(
         self,
@@ -79,7 +146,8 @@ class Client:
         params: dict[str, str] | None = None,
         body: Any = None,
         content_type: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Object:
+        """The JSON answer of one call (``{}`` for an empty or non-object answer)."""
         url = "/".join(part for part in (plural, name, subresource) if part)
         kwargs: dict[str, Any] = {}
         if params:
@@ -87,16 +155,8 @@ class Client:
         if body is not None:
             kwargs["content"] = json.dumps(body).encode()
             kwargs["headers"] = {"Content-Type": content_type or "application/json"}
-        try:
-            async with self.api.call_api(
-                method, version=api_version, base=_base(api_version), namespace=namespace, url=url, **kwargs
-            ) as resp:
-                data = resp.json() if resp.content else {}
-        except Exception as exc:
-            found = _status_and_message(exc)
-            if found is None:
-                raise
-            raise ApiError(*found) from exc
+        async with self._call(method, api_version, url, namespace=namespace, **kwargs) as response:
+            data = response.json() if response.content else {}
         return data if isinstance(data, dict) else {}
 
     async def get(
@@ -107,7 +167,7 @@ class Client:
         *,
         namespace: str | None = None,
         subresource: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Object:
         return await self.request(
             "GET", api_version, plural, namespace=namespace, name=name, subresource=subresource
         )
@@ -120,7 +180,8 @@ class Client:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Object]:
+        """The items of a list (as the server sends them: built-in kinds lack ``kind``)."""
         params = {}
         if label_selector:
             params["labelSelector"] = label_selector
@@ -142,15 +203,12 @@ class Client:
         subresource: str | None = None,
         field_manager: str | None = None,
         force: bool = False,
-        dry_run: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Object:
         params: dict[str, str] = {}
         if field_manager:
             params["fieldManager"] = field_manager
         if force:
             params["force"] = "true"
-        if dry_run:
-            params["dryRun"] = "All"
         return await self.request(
             "PATCH",
             api_version,
@@ -171,7 +229,7 @@ class Client:
         *,
         namespace: str | None = None,
         field_manager: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Object:
         params = {"fieldManager": field_manager} if field_manager else None
         return await self.request("POST", api_version, plural, namespace=namespace, params=params, body=body)
 
@@ -184,7 +242,7 @@ class Client:
         *,
         namespace: str | None = None,
         field_manager: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> Object:
         params = {"fieldManager": field_manager} if field_manager else None
         return await self.request(
             "PUT", api_version, plural, namespace=namespace, name=name, params=params, body=body
@@ -198,43 +256,40 @@ class Client:
         namespace: str | None = None,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Watch events (``{"type": ..., "object": ...}``) from now on, until the server ends the stream."""
-        params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
-        if label_selector:
-            params["labelSelector"] = label_selector
+    ) -> AsyncIterator[Object]:
+        """Watch events (``{"type": ..., "object": ...}``) from now on, until the server ends the stream.
+
+        "From now on" is the resourceVersion of a one-item list, so a watch
+        started after a full read misses nothing and replays nothing.
+        """
+        selector = {"labelSelector": label_selector} if label_selector else {}
         listing = await self.request(
-            "GET",
-            api_version,
-            plural,
-            namespace=namespace,
-            params={"limit": "1", **({"labelSelector": label_selector} if label_selector else {})},
+            "GET", api_version, plural, namespace=namespace, params={"limit": "1", **selector}
         )
+        params = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+            **selector,
+        }
         version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
         if version:
             params["resourceVersion"] = version
-        try:
-            async with self.api.call_api(
-                "GET",
-                version=api_version,
-                base=_base(api_version),
-                namespace=namespace,
-                url=plural,
-                params=params,
-                stream=True,
-                timeout=None,
-            ) as resp:
-                async for line in resp.aiter_lines():
-                    if not line.strip():
-                        continue
-                    try:
-                        event = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(event, dict):
-                        yield event
-        except Exception as exc:
-            found = _status_and_message(exc)
-            if found is None:
-                raise
-            raise ApiError(*found) from exc
+        async with self._call(
+            "GET", api_version, plural, namespace=namespace, params=params, stream=True, timeout=None
+        ) as response:
+            async for line in response.aiter_lines():
+                event = _event(line)
+                if event is not None:
+                    yield event
+
+
+def _event(line: str) -> Object | None:
+    """One watch event from one line of the stream; None for a blank or unreadable line."""
+    if not line.strip():
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None

@@ -4,118 +4,82 @@ Only GET list calls are made (never watch, create or patch), so pointing
 ``optsched snapshot`` or ``optsched plan --kubeconfig`` at production is safe.
 Kueue's API moved from v1beta1 to v1beta2; each Kueue kind is listed at the
 newest version the server serves. A cluster without Kueue still yields its
-Nodes and Pods, with a note per missing kind.
+Nodes and Pods, with a note per missing kind. The controller reads through the
+same function with its own client.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
-from typing import Any
-
-import httpx
+from typing import Any, NamedTuple
 
 from optsched.errors import InputError
+from optsched.kube.client import ApiError, Client
 from optsched.kube.documents import KINDS, Kind, items_of
 
-NOT_SERVED = (404,)
+
+class Listing(NamedTuple):
+    """What one read returned: the objects, cluster facts first, and what could not be read."""
+
+    objects: list[dict[str, Any]]
+    notes: tuple[str, ...] = ()
+    """One line per kind the server does not serve at any version we know."""
 
 
 class _NotServed(Exception):
     """The server does not serve this kind at any version we know."""
 
 
-async def _list(api: Any, kind: Kind, namespace: str | None) -> list[dict[str, Any]]:
-    last_error: Exception | None = None
+async def _list(client: Client, kind: Kind, namespace: str | None) -> list[dict[str, Any]]:
+    """The items of one kind, at the newest version served (404 means: try the next one)."""
+    last: ApiError | None = None
     for api_version in kind.api_versions():
-        base = "/apis" if kind.group else "/api"
-        ns = namespace if kind.by_namespace else None
         try:
-            async with api.call_api(
-                "GET", version=api_version, base=base, namespace=ns, url=kind.plural
-            ) as resp:
-                body = resp.json()
-        except Exception as exc:
-            if _status_of(exc) in NOT_SERVED:
-                last_error = exc
+            body = await client.request("GET", api_version, kind.plural, namespace=namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                last = exc
                 continue
             raise
         return items_of(kind, body, api_version)
-    raise _NotServed(f"{kind.kind}: not served ({last_error})")
-
-
-def _status_of(exc: Exception) -> int | None:
-    """HTTP status of a kr8s ServerError or httpx error, if any."""
-    response = getattr(exc, "response", None)
-    if isinstance(response, httpx.Response):
-        return response.status_code
-    return None
+    raise _NotServed(f"{kind.kind}: not served ({last})")
 
 
 async def read_cluster(
-    kubeconfig: str | None,
-    namespace: str | None = None,
-    *,
-    namespaces: Sequence[str] = (),
-    notes: list[str] | None = None,
-) -> list[dict[str, Any]]:
-    """Raw objects of every kind in :data:`KINDS`, cluster facts first.
+    client: Client, namespace: str | None = None, *, namespaces: Sequence[str] = ()
+) -> Listing:
+    """Raw objects of every kind in :data:`KINDS`, cluster facts first, and notes on missing kinds.
 
     ``namespace`` (or several ``namespaces``) restricts the queue (LocalQueues
     and Workloads); Nodes, Pods and cluster-scoped Kueue objects are always
     read whole, because a pod in any namespace holds GPUs the plan must not
-    promise twice. Kinds the server does not serve are skipped and named in
-    ``notes``. Connection and authentication problems raise
-    :class:`~optsched.errors.InputError` naming the kubeconfig.
+    promise twice. Connection and authentication problems raise
+    :class:`~optsched.errors.InputError` naming the client's kubeconfig.
     """
-    import kr8s.asyncio
-
     scopes: list[str | None] = list(namespaces) or [namespace]
-    source = kubeconfig or "the default kubeconfig"
-    if kubeconfig is not None and not os.path.isfile(kubeconfig):
-        raise InputError("no such file", source=kubeconfig)
-    try:
-        api = await kr8s.asyncio.api(kubeconfig=kubeconfig)
-    except (httpx.HTTPError, OSError) as exc:
-        raise InputError(f"cannot reach the API server: {_one_line(exc)}", source=source) from exc
-    except Exception as exc:
-        raise InputError(f"cannot load kubeconfig: {_one_line(exc)}", source=source) from exc
     objects: list[dict[str, Any]] = []
+    notes: list[str] = []
     for kind in KINDS:
         for scope in scopes if kind.by_namespace else [None]:
             try:
-                objects += await _list(api, kind, scope)
+                objects += await _list(client, kind, scope)
             except _NotServed as exc:
-                if notes is not None:
-                    notes.append(str(exc))
+                notes.append(str(exc))
                 break
-            except (httpx.HTTPError, OSError) as exc:
-                raise InputError(
-                    f"cannot reach the API server: {_one_line(exc)}", source=source, obj=kind.kind
-                ) from exc
-            except Exception as exc:
-                if _status_of(exc) is not None:
-                    raise InputError(
-                        f"API server refused to list {kind.plural}: {_one_line(exc)}",
-                        source=source,
-                        obj=kind.kind,
-                    ) from exc
-                raise
-    return objects
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+            except ApiError as exc:
+                what = exc.message if exc.unreachable else f"API server refused to list {kind.plural}: {exc}"
+                raise InputError(what, source=client.source, obj=kind.kind) from exc
+    return Listing(objects, tuple(notes))
 
 
 def fetch_snapshot_objects(
-    kubeconfig: str | None,
-    namespace: str | None = None,
-    *,
-    namespaces: Sequence[str] = (),
-    notes: list[str] | None = None,
-) -> list[dict[str, Any]]:
-    """Synchronous :func:`read_cluster` for the CLI."""
-    return asyncio.run(read_cluster(kubeconfig, namespace, namespaces=namespaces, notes=notes))
+    kubeconfig: str | None, namespace: str | None = None, *, namespaces: Sequence[str] = ()
+) -> Listing:
+    """:func:`read_cluster` for the CLI: connect through ``kubeconfig``, read, return."""
+
+    async def fetch() -> Listing:
+        client = await Client.connect(kubeconfig)
+        return await read_cluster(client, namespace, namespaces=namespaces)
+
+    return asyncio.run(fetch())

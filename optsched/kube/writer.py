@@ -8,7 +8,7 @@
   under the same name is never written by mistake).
 * Pod pins: a JSON merge patch with ``metadata.resourceVersion`` (optimistic
   concurrency: 409 on any concurrent change, retried after a re-read).
-* Events for objects that could not be used.
+* Events: on objects that could not be used, and on Workloads whose check changed.
 
 With ``dry_run`` nothing is sent: each write is logged as the request it
 would have been and kept in :attr:`Writer.sent`.
@@ -225,9 +225,13 @@ class Writer:
         reason: str,
         message: str,
         event_type: str = "Warning",
+        at: datetime,
     ) -> None:
-        """A core/v1 Event on the object (namespace ``default`` for cluster-scoped objects)."""
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        """A core/v1 Event on the object (namespace ``default`` for cluster-scoped objects).
+
+        ``at`` is the caller's clock reading: the writer keeps no clock of its own.
+        """
+        now = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         ns = namespace or "default"
         body = {
             "apiVersion": "v1",

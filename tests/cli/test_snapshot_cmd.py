@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 import optsched.kube.reader
+from optsched.kube.reader import Listing
 from optsched.snapshot.documents import read_documents
 from tests.cli.conftest import FAST, SMALL
 
@@ -24,11 +25,8 @@ def live_cluster(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """A stand-in for the API server that returns the objects of the small example."""
     objects = [dict(o) for o in _example_objects()]
 
-    def fetch(kubeconfig: str | None, namespace: str | None = None, **kwargs: Any) -> list[dict[str, Any]]:
-        notes = kwargs.get("notes")
-        if notes is not None:
-            notes.append("AdmissionCheck: not served (404)")
-        return objects
+    def fetch(kubeconfig: str | None, namespace: str | None = None, **kwargs: Any) -> Listing:
+        return Listing(objects, ("AdmissionCheck: not served (404)",))
 
     monkeypatch.setattr(optsched.kube.reader, "fetch_snapshot_objects", fetch)
     return objects

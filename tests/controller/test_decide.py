@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from optsched.controller.decide import DeferPolicy, decide, pod_set_updates
+from optsched.controller.decide import ActionKind, decide, pod_set_updates
 from optsched.controller.inputs import build_input
+from optsched.controller.options import DeferPolicy
 from optsched.controller.records import PlacementRecord, record_from_decision
 from optsched.model.names import PLAN_ID_LABEL, PODSET_LABEL, PRODUCT_LABEL
 from optsched.model.placement import PodPlacement
@@ -45,8 +46,8 @@ DEFAULT_POLICY = DeferPolicy()
 
 
 def run(objects, plan, *, now=NOW, policy=DEFAULT_POLICY, pods=()):
-    inp = build_input(objects, ["optsched"])
-    return decide(inp.workloads, plan, inp.snapshot, ["optsched"], now=now, pods=pods, policy=policy)
+    inp = build_input(objects, ["optsched"], pods=pods)
+    return decide(inp, plan, now=now, policy=policy)
 
 
 def test_admitted_workload_gets_record_then_ready_check_with_plan_labels():
@@ -117,7 +118,7 @@ def test_workloads_without_our_check_are_ignored():
         o.workload("other", check_name="someone-else"),
         o.workload("nocheck", check=None),
     ]
-    assert run(objects, plan_of(admit("other", ["n1"]), admit("nocheck", ["n1"]))).actions == []
+    assert run(objects, plan_of(admit("other", ["n1"]), admit("nocheck", ["n1"]))).actions == ()
 
 
 def test_stale_record_after_eviction_is_dropped():
@@ -151,7 +152,7 @@ def test_ready_workload_with_bound_pods_on_a_vanished_node_is_left_alone():
         o.workload("a", check="Ready", admitted=True, record=record.to_annotation()),
     ]
     bound = o.pod("a-0", plan_id="p1", gated=False, node="gone", pinned_index=0, phase="Running")
-    assert run(objects, None, pods=[bound]).actions == []
+    assert run(objects, None, pods=[bound]).actions == ()
 
 
 def test_invalid_workload_with_our_check_gets_the_problem_as_message():
@@ -159,15 +160,8 @@ def test_invalid_workload_with_our_check_gets_the_problem_as_message():
     broken["spec"]["podSets"][0]["count"] = "many"
     objects = [*o.base_objects(o.node("n1")), broken]
     inp = build_input(objects, ["optsched"])
-    [report] = inp.reports
-    out = decide(
-        {"default/bad": broken},
-        None,
-        inp.snapshot,
-        ["optsched"],
-        now=NOW,
-        planning_errors={"default/bad": report.message},
-    )
+    [_report] = inp.reports
+    out = decide(inp, None, now=NOW)
     [action] = out.actions
     assert action.check is not None and "count" in action.check.message
 
@@ -176,7 +170,8 @@ def test_product_selector_is_left_out_when_it_could_conflict():
     record = PlacementRecord(plan_id="p1", pod_sets={"main": (PodPlacement(index=0, node="n1"),)})
     wl = o.workload("a", node_selector={PRODUCT_LABEL: "something-else"})
     inp = build_input([*o.base_objects(o.node("n1")), wl], ["optsched"])
-    [update] = pod_set_updates(record, wl, {n.name: n for n in inp.snapshot.nodes}, {})
+    workload = inp.workloads["default/a"].workload
+    [update] = pod_set_updates(record, workload, {n.name: n for n in inp.snapshot.nodes}, {})
     assert "nodeSelector" not in update
 
 
@@ -192,3 +187,50 @@ def test_metrics_label_is_the_binding_reasons_code_whatever_its_words():
     )
     [unplanned] = run(objects, plan_of()).actions
     assert unplanned.reason == "NotPlanned"
+
+
+def test_a_release_is_an_event_and_a_metric_under_the_binding_reasons_code() -> None:
+    objects = [*o.base_objects(o.node("n1")), o.workload("a")]
+    later = NOW + timedelta(seconds=400)
+    [action] = run(objects, plan_of(defer("a", "no room", ReasonCode.GPUS_FRAGMENTED)), now=later).actions
+    assert action.kind is ActionKind.RELEASE and action.reason is ReasonCode.GPUS_FRAGMENTED
+    assert action.event is not None and action.event.reason == "GPUsFragmented"
+    assert (action.event.kind, action.event.namespace, action.event.name) == ("Workload", "default", "a")
+    assert action.check is not None and action.event.message == action.check.message
+    assert action.check.entry()["state"] == "Retry"
+
+
+def test_a_replan_is_a_warning_event_and_a_deferral_is_none() -> None:
+    record = PlacementRecord(
+        plan_id="p1", pod_sets={"main": (PodPlacement(index=0, node="gone", gpus=(0,)),)}
+    )
+    objects = [
+        *o.base_objects(o.node("n1")),
+        o.workload("a", check="Ready", admitted=True, record=record.to_annotation()),
+        o.workload("b"),
+    ]
+    replan, deferral = run(objects, plan_of(defer("b", "no room"))).actions
+    assert replan.kind is ActionKind.REPLAN and replan.event is not None
+    assert (replan.event.reason, replan.event.type) == ("PlannedNodeLost", "Warning")
+    assert deferral.kind is ActionKind.DEFER and deferral.event is None
+
+
+def test_when_planning_failed_no_check_is_touched_but_admitted_pods_are_pinned() -> None:
+    record = PlacementRecord(plan_id="p1", pod_sets={"main": (PodPlacement(index=0, node="n1", gpus=(0,)),)})
+    objects = [
+        *o.base_objects(o.node("n1")),
+        o.workload("a", check="Ready", admitted=True, record=record.to_annotation()),
+        o.workload("b"),
+    ]
+    gated = o.pod("a-0", plan_id="p1", index=0)
+    inp = build_input(objects, ["optsched"], pods=[gated])
+    out = decide(inp, None, now=NOW, planned=False)
+    assert out.actions == ()
+    assert [(p.name, p.slot.node) for p in out.pins] == [("a-0", "n1")]
+
+
+def test_reports_become_events_in_the_decision() -> None:
+    objects = [*o.base_objects(o.node("n1"), o.node("bad", topology="[["))]
+    inp = build_input(objects, ["optsched"])
+    [event] = decide(inp, None, now=NOW, reports=inp.reports).events
+    assert (event.kind, event.name, event.reason, event.type) == ("Node", "bad", "InvalidNode", "Warning")

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from optsched.controller.inputs import assumed_pods, build_input
+from optsched.controller.inputs import assumed_pods, build_input, managed_queues
 from optsched.controller.records import PlacementRecord
+from optsched.controller.views import read_pod, read_workload
 from optsched.model.placement import PodPlacement
 from tests.controller import objects as o
 
@@ -30,15 +31,15 @@ def test_bound_pod_replaces_its_assumed_slot():
     wl = o.workload("a", count=2, gpus=4, check="Ready", admitted=True, record=record().to_annotation())
     bound = o.pod("a-0", plan_id="p1", gated=False, node="n1", pinned_index=0, phase="Running")
     bound["metadata"]["annotations"]["optsched.io/gpus"] = "0,1,2,3"
-    inp = build_input([*o.base_objects(o.node("n1")), wl, bound], ["optsched"])
+    inp = build_input([*o.base_objects(o.node("n1")), wl, bound], ["optsched"], pods=[bound])
     assert inp.assumed == 1
     assert inp.snapshot.usage_of("n1").gpu_milli == (1000,) * 8
 
 
 def test_bound_pod_without_index_releases_one_slot():
-    wl = o.workload("a", count=2, gpus=4)
+    wl = read_workload(o.workload("a", count=2, gpus=4, record=record().to_annotation()), ["optsched"])
     bound = o.pod("x", plan_id="p1", gated=False, node="n1", phase="Running")
-    assert len(assumed_pods(wl, record(), [bound])) == 1
+    assert len(assumed_pods(wl, [read_pod(bound)])) == 1
 
 
 def test_only_workloads_of_queues_with_our_check_are_planned():
@@ -47,7 +48,7 @@ def test_only_workloads_of_queues_with_our_check_are_planned():
     objects = [*o.base_objects(o.node("n1")), o.cluster_queue("plain", checks=()), theirs, ours]
     inp = build_input(objects, ["optsched"])
     assert [w.key for w in inp.snapshot.workloads] == ["default/ours"]
-    assert inp.managed_queues == {"gpu"}
+    assert managed_queues(inp.snapshot, ["optsched"]) == {"gpu"}
 
 
 def test_ready_workloads_are_not_planned_again():
@@ -79,3 +80,57 @@ def test_our_topology_annotation_reaches_the_planner_as_a_required_level():
     [planned] = inp.snapshot.workloads
     assert planned.pod_sets[0].required_topology == o.RACK
     assert "kueue.x-k8s.io/podset-required-topology" not in str(inp.workloads["default/gang"])
+
+
+def test_assumed_usage_is_typed_from_the_pod_template_and_the_planned_gpus():
+    wl = o.workload("a", count=2, gpus=4, check="Ready", admitted=True, record=record().to_annotation())
+    view = read_workload(wl, ["optsched"])
+    slots = assumed_pods(view, [])
+    assert [(s.workload, s.node, s.gpus) for s in slots] == [
+        ("default/a", "n1", (0, 1, 2, 3)),
+        ("default/a", "n1", (4, 5, 6, 7)),
+    ]
+    assert {s.request.gpus for s in slots} == {4} and {s.request.cpu_milli for s in slots} == {1000}
+
+
+def test_a_malformed_queue_object_is_reported_and_the_rest_is_still_built():
+    bad_cq = o.cluster_queue("broken")
+    bad_cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].pop("nominalQuota")
+    objects = [*o.base_objects(o.node("n1")), bad_cq, o.workload("fine")]
+    inp = build_input(objects, ["optsched"])
+    assert [(r.kind, r.name, r.reason) for r in inp.reports] == [
+        ("ClusterQueue", "broken", "InvalidClusterQueue")
+    ]
+    assert [cq.name for cq in inp.snapshot.cluster_queues] == ["gpu"]
+    assert [w.name for w in inp.snapshot.workloads] == ["fine"]
+
+
+def test_a_bound_pod_that_cannot_be_read_is_reported_and_left_out_of_usage():
+    bad = o.pod("bad", plan_id=None, gated=False, node="n1", phase="Running")
+    bad["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "lots"
+    inp = build_input([*o.base_objects(o.node("n1")), bad], ["optsched"])
+    assert [(r.kind, r.name) for r in inp.reports] == [("Pod", "bad")]
+    assert inp.snapshot.usage_of("n1").pods == 0
+
+
+def test_every_workload_gets_a_view_and_only_ours_that_wait_are_actionable():
+    objects = [
+        *o.base_objects(o.node("n1")),
+        o.workload("waits"),
+        o.workload("done", check="Ready", record=record().to_annotation()),
+    ]
+    inp = build_input(objects, ["optsched"])
+    assert sorted(inp.workloads) == ["default/done", "default/waits"]
+    assert inp.workloads["default/waits"].awaits_decision
+    assert not inp.workloads["default/done"].awaits_decision
+    assert inp.actionable
+
+
+def test_an_object_of_the_wrong_shape_is_reported_like_a_malformed_one():
+    odd = o.cluster_queue("odd")
+    odd["spec"]["resourceGroups"][0]["flavors"] = ["not a mapping"]
+    inp = build_input([*o.base_objects(o.node("n1")), odd, o.workload("fine")], ["optsched"])
+    [report] = inp.reports
+    assert (report.kind, report.name, report.reason) == ("ClusterQueue", "odd", "InvalidClusterQueue")
+    assert "unreadable" in report.message
+    assert [w.name for w in inp.snapshot.workloads] == ["fine"]

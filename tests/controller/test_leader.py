@@ -5,6 +5,7 @@ import copy
 from datetime import UTC, datetime, timedelta
 
 from optsched.controller.leader import LeaderElector, next_lease
+from optsched.controller.options import LeaseOptions
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -82,8 +83,9 @@ class FakeLeases:
 def test_two_replicas_one_leader_and_takeover_after_release():
     async def scenario():
         api = FakeLeases()
-        a = LeaderElector(api, "ns", "lease", "a", duration_s=15)
-        b = LeaderElector(api, "ns", "lease", "b", duration_s=15)
+        lease = LeaseOptions("ns", "lease", duration_s=15)
+        a = LeaderElector(api, lease, "a", clock=lambda: NOW)
+        b = LeaderElector(api, lease, "b", clock=lambda: NOW)
         assert await a.try_once() is True
         assert await b.try_once() is False
         assert await a.try_once() is True
@@ -95,3 +97,15 @@ def test_two_replicas_one_leader_and_takeover_after_release():
 
     spec = asyncio.run(scenario())
     assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
+
+
+def test_lease_times_come_from_the_injected_clock() -> None:
+    async def scenario() -> dict:
+        api = FakeLeases()
+        elector = LeaderElector(api, LeaseOptions("ns", "lease"), "a", clock=lambda: NOW)
+        assert await elector.try_once() is True
+        return api.lease["spec"]
+
+    spec = asyncio.run(scenario())
+    assert spec["renewTime"] == stamp(NOW) and spec["acquireTime"] == stamp(NOW)
+    assert spec["leaseDurationSeconds"] == LeaseOptions.duration_s

@@ -3,14 +3,20 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import httpx
+
 from optsched import planning
-from optsched.controller.loop import Controller, Options
+from optsched.controller.loop import Controller
+from optsched.controller.options import Options
 from optsched.controller.records import record_of
+from optsched.controller.watch import NodeFilter, pod_frees_capacity, pod_is_gated
 from optsched.errors import PlanValidationError
+from optsched.kube.client import Client
 from optsched.kube.writer import Writer
 from optsched.model.names import PLACEMENT_ANNOTATION, PLAN_ID_LABEL
 from optsched.settings import Settings
 from tests.controller import objects as o
+from tests.kube.fake import FakeCluster, FakeTransport, status
 
 SETTINGS = Settings(time_limit_s=5, workers=1)
 
@@ -20,17 +26,14 @@ def optimizer(snapshot):
 
 
 def controller(objects, pods=(), *, planner=optimizer, leader=True):
-    async def read():
-        return list(objects), list(pods)
-
-    writer = Writer(None, dry_run=True)
+    """A controller reading a fake API server that holds ``objects`` and ``pods``; it writes nothing."""
+    client = Client(FakeTransport(FakeCluster([*objects, *pods])))
     return Controller(
-        None,
+        client,
         Options(dry_run=True),
         planner=planner,
-        writer=writer,
+        writer=Writer(client, dry_run=True),
         is_leader=lambda: leader,
-        read=read,
         clock=lambda: datetime(2026, 1, 1, 0, 1, tzinfo=UTC),
     )
 
@@ -43,7 +46,7 @@ def test_cycle_writes_the_record_before_the_ready_check_and_admits_what_fits():
     ]
     ctl = controller(objects)
     result = asyncio.run(ctl.cycle())
-    assert result.errors == []
+    assert result.errors == ()
     verbs = [(w.verb, w.target) for w in ctl.writer.sent]
     assert verbs[0] == ("merge-patch", "workloads/default/a")
     assert verbs[1] == ("apply-status", "workloads/default/a")
@@ -134,8 +137,6 @@ def test_malformed_node_is_reported_and_the_rest_still_admits():
 
 
 def test_node_heartbeats_do_not_trigger_cycles_but_readiness_and_deletion_do():
-    from optsched.controller.loop import NodeFilter
-
     relevant = NodeFilter()
     node = o.node("n1")
     assert relevant({"type": "ADDED", "object": node})
@@ -146,8 +147,6 @@ def test_node_heartbeats_do_not_trigger_cycles_but_readiness_and_deletion_do():
 
 
 def test_pod_events_route_to_pinning_or_replanning():
-    from optsched.controller.loop import pod_frees_capacity, pod_is_gated
-
     gated = o.pod("a", plan_id="p1")
     running = o.pod("b", plan_id="p1", gated=False, node="n1", phase="Running")
     done = o.pod("c", plan_id="p1", gated=False, node="n1", phase="Succeeded")
@@ -172,3 +171,71 @@ def test_an_unchanged_cluster_is_not_solved_again():
     assert len(calls) == 1
     assert first.plan is second.plan
     assert [a.kind for a in second.decisions.actions] == ["defer"]
+
+
+def test_a_cycle_runs_five_timed_phases_and_only_the_last_one_writes():
+    first = [*o.base_objects(o.node("n1")), o.workload("a", count=2, gpus=4)]
+    ctl = controller(first)
+    asyncio.run(ctl.cycle())
+    annotation = ctl.writer.sent[0].body["metadata"]["annotations"][PLACEMENT_ANNOTATION]
+    plan_id = record_of({"metadata": {"annotations": {PLACEMENT_ANNOTATION: annotation}}}).plan_id
+    objects = [
+        *o.base_objects(o.node("n1"), o.node("n2")),
+        o.workload("a", count=2, gpus=4, check="Ready", admitted=True, record=annotation),
+        o.workload("b", count=1, gpus=4),
+    ]
+    pods = [o.pod("a-0", plan_id=plan_id, index=0), o.pod("a-1", plan_id=plan_id, index=1)]
+    again = controller(objects, pods)
+    result = asyncio.run(again.cycle())
+    assert [phase for phase, _ in result.phases] == ["read", "build-input", "plan", "decide", "act"]
+    assert all(seconds >= 0 for _, seconds in result.phases)
+    assert result.plan is not None and len(result.decisions.pins) == 2
+    targets = [w.target for w in again.writer.sent]
+    assert targets[:2] == ["pods/default/a-0", "pods/default/a-1"]
+    assert targets[2:] == ["workloads/default/b", "workloads/default/b"]
+    ready = again.writer.sent[3].body["status"]["admissionChecks"][0]
+    assert ready["state"] == "Ready" and ready["lastTransitionTime"] == "2026-01-01T00:01:00Z"
+    samples = again.metrics.registry.get_sample_value(
+        "optsched_cycle_phase_duration_seconds_count", {"phase": "plan"}
+    )
+    assert samples == 1
+
+
+def test_pods_are_still_pinned_when_planning_fails():
+    def broken(snapshot):
+        raise PlanValidationError(["GPU 0 of n1 given twice"])
+
+    record = '{"planId":"p1","podSets":{"main":[{"index":0,"node":"n1","gpus":[0,1,2,3]}]},"flavors":{}}'
+    objects = [
+        *o.base_objects(o.node("n1")),
+        o.workload("a", count=1, gpus=4, check="Ready", admitted=True, record=record),
+        o.workload("b", count=1, gpus=4),
+    ]
+    ctl = controller(objects, [o.pod("a-0", plan_id="p1", index=0)], planner=broken)
+    result = asyncio.run(ctl.cycle())
+    assert "validate" in result.errors[0] and result.decisions.actions == ()
+    assert [w.target for w in ctl.writer.sent] == ["pods/default/a-0"] and result.pinned == 1
+
+
+def test_a_pod_that_changed_while_pinning_is_pinned_again_by_a_pin_pass():
+    record = '{"planId":"p1","podSets":{"main":[{"index":0,"node":"n1","gpus":[0,1,2,3]}]},"flavors":{}}'
+    objects = [
+        *o.base_objects(o.node("n1")),
+        o.workload("a", count=1, gpus=4, check="Ready", admitted=True, record=record),
+        o.pod("a-0", plan_id="p1", index=0),
+    ]
+    client = Client(FakeTransport(FakeCluster(objects, write=lambda r: status(409, "modified"))))
+    ctl = Controller(client, Options(), planner=optimizer, clock=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    result = asyncio.run(ctl.cycle())
+    assert result.pinned == 0 and result.errors == ()
+    assert ctl.pin_trigger.is_set() and not ctl.trigger.is_set()
+
+
+def test_a_cluster_that_cannot_be_read_skips_the_cycle():
+    def refuse(request):
+        raise httpx.ConnectError("connection refused")
+
+    ctl = Controller(Client(FakeTransport(refuse)), Options(), planner=optimizer)
+    result = asyncio.run(ctl.cycle())
+    assert result.errors and result.errors[0].startswith("read: ")
+    assert [phase for phase, _ in result.phases] == ["read"]

@@ -1,10 +1,16 @@
 from __future__ import annotations
 
-from optsched.controller.pinning import pins_for
+from optsched.controller.pinning import pins_for as pins_of_views
 from optsched.controller.records import PlacementRecord
+from optsched.controller.views import read_pod, read_workload
 from optsched.model.names import GPUS_ANNOTATION, HOSTNAME_LABEL, POD_INDEX_ANNOTATION, SCHEDULING_GATE
 from optsched.model.placement import PodPlacement
 from tests.controller import objects as o
+
+
+def pins_for(pods, records):
+    return pins_of_views([read_pod(p) for p in pods], records)
+
 
 RECORD = PlacementRecord(
     plan_id="p1",
@@ -54,7 +60,7 @@ def test_pods_of_unknown_plans_or_without_our_gate_are_untouched():
         o.pod("other-plan", plan_id="zzz"),
         o.pod("ungated", plan_id="p1", gated=False),
     ]
-    assert pins_for(pods, {"p1": RECORD}).pins == []
+    assert pins_for(pods, {"p1": RECORD}).pins == ()
 
 
 def test_pin_patch_sets_node_gpus_and_index_and_removes_only_our_gate():
@@ -83,4 +89,5 @@ def test_only_ready_unfinished_workloads_offer_slots():
     ready = o.workload("a", check="Ready", record=annotation)
     pending = o.workload("b", check="Pending", record=annotation.replace("p1", "p2"))
     broken = o.workload("c", check="Ready", record="{oops")
-    assert list(ready_records([ready, pending, broken], ["optsched"])) == ["p1"]
+    views = [read_workload(w, ["optsched"], spec=False) for w in (ready, pending, broken)]
+    assert list(ready_records(views)) == ["p1"]

@@ -1,0 +1,100 @@
+"""The controller's knobs, each with its one default; the ``optsched run`` flags read these defaults.
+
+The solver's own knobs (time limit, workers) are :class:`optsched.settings.Settings`
+fields and keep their defaults there. Values only: nothing here reads the
+environment or talks to a cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from optsched.model.names import DEFAULT_CHECK_NAME, DEFAULT_CONTROLLER_NAME
+from optsched.settings import Settings
+
+
+@dataclass(frozen=True)
+class DeferPolicy:
+    """How long a deferred workload keeps its quota before it is sent back to the queue."""
+
+    hold_seconds: int = 300
+    """Seconds after the quota reservation a deferred workload keeps it (at the head of its queue)."""
+    retry_after_seconds: int = 60
+    """``requeueAfterSeconds`` of the Retry that then sends it back."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """How one controller replica cycles."""
+
+    check_names: tuple[str, ...] = (DEFAULT_CHECK_NAME,)
+    """AdmissionChecks served; each is created if missing (with ``create_check``)."""
+    controller_name: str = DEFAULT_CONTROLLER_NAME
+    """``spec.controllerName`` of our AdmissionChecks."""
+    interval: float = 10.0
+    """Seconds between cycles when no watch event arrives."""
+    debounce: float = 1.0
+    """Seconds to wait after a watch event before the early cycle, so a burst makes one cycle."""
+    checks_every: float = 60.0
+    """Seconds between AdmissionCheck reconciles when no AdmissionCheck event arrives."""
+    dry_run: bool = False
+    """Plan and log every write; send none."""
+    create_check: bool = True
+    policy: DeferPolicy = DeferPolicy()
+    namespaces: tuple[str, ...] = ()
+    """Plan only the queue of these namespaces (all when empty); nodes and pods are read whole."""
+    concurrency: int = 16
+    """Writes in flight at once (each workload's own writes stay in order)."""
+
+
+@dataclass(frozen=True)
+class LeaseOptions:
+    """The coordination.k8s.io Lease two replicas compete for."""
+
+    namespace: str = "optsched-system"
+    name: str = "optsched-leader"
+    duration_s: int = 15
+    """A holder that has not renewed for this long has lost the Lease."""
+
+    @property
+    def renew_every_s(self) -> float:
+        """Three renewals per lease duration, so one failed renewal does not cost the Lease."""
+        return max(1.0, self.duration_s / 3)
+
+
+@dataclass(frozen=True)
+class WebhookOptions:
+    """The pod-gating webhook, and where its serving certificate comes from."""
+
+    port: int = 0
+    """0: no webhook."""
+    cert_dir: str | None = None
+    """A directory with ``tls.crt``/``tls.key`` (e.g. from cert-manager).
+
+    Without it the replicas keep one certificate in ``secret`` and patch the ``caBundle``.
+    """
+    secret: str = "optsched-webhook-tls"
+    service: str = "optsched-webhook"
+    """The Service name the certificate is issued for."""
+    config: str = "optsched-pod-gate"
+    """The MutatingWebhookConfiguration whose ``caBundle`` is kept current."""
+    namespace: str = LeaseOptions.namespace
+    """Where the Secret and the Service live."""
+
+
+@dataclass(frozen=True)
+class Replica:
+    """How one replica of the controller runs: everything ``optsched run`` is told, as one value."""
+
+    identity: str
+    """This replica's name in the Lease."""
+    options: Options = Options()
+    settings: Settings = field(default_factory=Settings)
+    """The solver's settings for every plan."""
+    lease: LeaseOptions | None = None
+    """None: no leader election (this replica always acts)."""
+    webhook: WebhookOptions = WebhookOptions()
+    metrics_port: int = 9464
+    """The Prometheus endpoint's port; 0: none."""
+    once: bool = False
+    """One cycle, then exit."""

@@ -1,0 +1,159 @@
+"""One replica of the controller: client, metrics, Lease, webhook and loop, started and stopped in order.
+
+``optsched run`` parses its flags into a :class:`~optsched.controller.options.Replica`
+and hands it to :func:`run_replica`; nothing here reads flags or the environment. Start-up
+order: connect (a bad kubeconfig fails here, before anything listens),
+metrics, the Lease (tried once before the first cycle, so a second replica
+does not act at start), the webhook, then the loop. Shutdown undoes it:
+watches stop, the Lease is released so the other replica takes over at once,
+the webhook stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Callable
+
+from optsched.controller.certs import TlsMaterial, ca_bundle_patch, generate, service_dns_names
+from optsched.controller.leader import LeaderElector
+from optsched.controller.loop import Controller, default_planner
+from optsched.controller.metrics import Metrics
+from optsched.controller.options import Replica, WebhookOptions
+from optsched.controller.webhook import WebhookServer
+from optsched.kube.client import ApiError, Client
+from optsched.kube.writer import Writer
+
+log = logging.getLogger("optsched.run")
+
+WEBHOOK_API = "admissionregistration.k8s.io/v1"
+
+
+async def run_replica(kubeconfig: str | None, replica: Replica) -> int:
+    """Run until SIGINT/SIGTERM (or one cycle); the process exit code."""
+    client = await Client.connect(kubeconfig)
+    metrics = Metrics()
+    if replica.metrics_port and not replica.once:
+        metrics.serve(replica.metrics_port)
+    elector = None
+    if replica.lease is not None and not replica.options.dry_run:
+        elector = LeaderElector(client, replica.lease, replica.identity)
+    controller = Controller(
+        client,
+        replica.options,
+        planner=default_planner(replica.settings),
+        metrics=metrics,
+        is_leader=_leadership(elector, metrics),
+    )
+    server = None
+    if replica.webhook.port:
+        server = await _start_webhook(replica.webhook, client, controller.writer, replica.options.dry_run)
+    stop = _stop_on_signals()
+    tasks = await _follow_leadership(elector, controller, stop)
+    try:
+        return await controller.run(stop, once=replica.once)
+    finally:
+        stop.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if elector is not None:
+            await elector.release()
+        if server is not None:
+            server.stop()
+
+
+def _leadership(elector: LeaderElector | None, metrics: Metrics) -> Callable[[], bool]:
+    def is_leader() -> bool:
+        leading = elector.is_leader if elector is not None else True
+        metrics.leader.set(1 if leading else 0)
+        return leading
+
+    return is_leader
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _follow_leadership(
+    elector: LeaderElector | None, controller: Controller, stop: asyncio.Event
+) -> list[asyncio.Task[None]]:
+    """Try for the Lease before the first cycle, keep renewing it, and wake the controller on a change."""
+    if elector is None:
+        return []
+    await elector.try_once()
+
+    async def wake_on_change() -> None:
+        while not stop.is_set():
+            await elector.changed.wait()
+            elector.changed.clear()
+            controller.wake()
+
+    return [asyncio.create_task(elector.run(stop)), asyncio.create_task(wake_on_change())]
+
+
+async def _start_webhook(
+    webhook: WebhookOptions, client: Client, writer: Writer, dry_run: bool
+) -> WebhookServer:
+    if webhook.cert_dir:
+        cert = os.path.join(webhook.cert_dir, "tls.crt")
+        key = os.path.join(webhook.cert_dir, "tls.key")
+    else:
+        material = await _serving_material(webhook, client)
+        cert, key = material.write()
+        if not dry_run:
+            await _set_ca_bundle(webhook, client, writer, material)
+    server = WebhookServer("0.0.0.0", webhook.port, cert, key)
+    server.start()
+    log.info("webhook serving on :%d", server.port)
+    return server
+
+
+async def _serving_material(webhook: WebhookOptions, client: Client) -> TlsMaterial:
+    """The certificate every replica serves: from our Secret, or made and stored by the first replica."""
+
+    async def stored() -> TlsMaterial:
+        return TlsMaterial.from_secret(
+            await client.get("v1", "secrets", webhook.secret, namespace=webhook.namespace)
+        )
+
+    try:
+        return await stored()
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+    material = generate(service_dns_names(webhook.service, webhook.namespace))
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": webhook.secret, "namespace": webhook.namespace},
+        "data": material.secret_data(),
+    }
+    try:
+        await client.create("v1", "secrets", secret, namespace=webhook.namespace)
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
+        return await stored()  # another replica stored its certificate first: serve that one
+    return material
+
+
+async def _set_ca_bundle(
+    webhook: WebhookOptions, client: Client, writer: Writer, material: TlsMaterial
+) -> None:
+    try:
+        config = await client.get(WEBHOOK_API, "mutatingwebhookconfigurations", webhook.config)
+        ops = ca_bundle_patch(config, material.ca_pem)
+        await writer.json_patch(WEBHOOK_API, "mutatingwebhookconfigurations", webhook.config, ops)
+    except ApiError as exc:
+        log.warning("cannot set caBundle on MutatingWebhookConfiguration %s: %s", webhook.config, exc)

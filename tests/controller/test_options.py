@@ -1,0 +1,43 @@
+"""Every knob of ``optsched run`` has one default: the flags start from the options' own defaults."""
+
+from __future__ import annotations
+
+import argparse
+
+from optsched.commands.run import register_run, replica_from
+from optsched.controller.options import LeaseOptions, Options, Replica, WebhookOptions
+from optsched.settings import Settings
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    register_run(parser.add_subparsers())
+    return parser.parse_args(["run", *argv])
+
+
+def test_no_flags_give_the_defaults_of_the_options(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    replica = replica_from(parse("--identity", "a"))
+    assert replica == Replica(identity="a", webhook=WebhookOptions())
+    assert replica.options == Options() and replica.settings == Settings()
+
+
+def test_flags_reach_their_options() -> None:
+    args = parse(
+        "--identity=b",
+        "--check-name=one",
+        "--check-name=two",
+        "--interval=3",
+        "--hold-seconds=9",
+        "--time-limit=2",
+        "--leader-elect",
+        "--lease-namespace=ns",
+        "--lease-duration=6",
+        "--webhook-port=9443",
+    )
+    replica = replica_from(args)
+    assert replica.options.check_names == ("one", "two") and replica.options.interval == 3
+    assert replica.options.policy.hold_seconds == 9 and replica.settings.time_limit_s == 2
+    assert replica.lease == LeaseOptions(namespace="ns", name=LeaseOptions.name, duration_s=6)
+    assert replica.lease.renew_every_s == 2
+    assert replica.webhook.port == 9443 and replica.webhook.namespace == "ns"

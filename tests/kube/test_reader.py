@@ -1,0 +1,87 @@
+"""The live-cluster reader through the one client: version fallback, namespaces, notes, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+
+from optsched.errors import InputError
+from optsched.kube.client import Client
+from optsched.kube.reader import fetch_snapshot_objects, read_cluster
+from tests.kube.fake import FakeCluster, FakeTransport, status
+
+V1BETA1 = "kueue.x-k8s.io/v1beta1"
+OBJECTS = [
+    {"kind": "Node", "metadata": {"name": "n1"}},
+    {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    },
+    {"kind": "Workload", "metadata": {"name": "w", "namespace": "ml"}},
+    {"kind": "Workload", "metadata": {"name": "w", "namespace": "infra"}},
+    {"kind": "Workload", "metadata": {"name": "w", "namespace": "elsewhere"}},
+]
+
+
+def test_read_cluster_falls_back_to_v1beta1_and_reads_only() -> None:
+    transport = FakeTransport(FakeCluster(OBJECTS, served=(V1BETA1,)))
+    objects, notes = asyncio.run(read_cluster(Client(transport), namespaces=["ml", "infra"]))
+    paths = [r.url.path for r in transport.requests]
+    assert {r.method for r in transport.requests} == {"GET"}
+    kinds = [o["kind"] for o in objects]
+    assert kinds == ["Node", "Pod", "Workload", "Workload"]
+    assert {o["apiVersion"] for o in objects if o["kind"] == "Workload"} == {V1BETA1}
+    # Nodes and Pods are listed cluster-wide (a pod in any namespace holds GPUs); the queue per namespace.
+    assert "/api/v1/nodes" in paths
+    assert [p for p in paths if p.endswith("/pods")] == ["/api/v1/pods"]
+    assert {p for p in paths if p.endswith("/workloads") and V1BETA1 in p} == {
+        f"/apis/{V1BETA1}/namespaces/ml/workloads",
+        f"/apis/{V1BETA1}/namespaces/infra/workloads",
+    }
+    # Topology is tried at every known version; v1beta1 answers, so nothing is reported missing.
+    assert notes == ()
+
+
+def test_a_cluster_without_kueue_yields_nodes_and_pods_and_a_note_per_missing_kind() -> None:
+    transport = FakeTransport(FakeCluster(OBJECTS, served=()))
+    objects, notes = asyncio.run(read_cluster(Client(transport)))
+    assert [o["kind"] for o in objects] == ["Node", "Pod"]
+    missing = [n.split(":")[0] for n in notes]
+    assert missing == [
+        "ResourceFlavor",
+        "Topology",
+        "AdmissionCheck",
+        "ClusterQueue",
+        "LocalQueue",
+        "Workload",
+    ]
+    assert all("not served" in n for n in notes)
+
+
+def test_a_refused_list_is_an_input_error_naming_the_kubeconfig_and_the_kind() -> None:
+    transport = FakeTransport(lambda request: status(403, 'nodes is forbidden: User "u" cannot list'))
+    with pytest.raises(InputError) as caught:
+        asyncio.run(read_cluster(Client(transport, source="kc.yaml")))
+    message = str(caught.value)
+    assert message.startswith("kc.yaml: Node:")
+    assert "API server refused to list nodes" in message and "forbidden" in message
+
+
+def test_an_unreachable_server_is_an_input_error_naming_the_kubeconfig() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    with pytest.raises(InputError) as caught:
+        asyncio.run(read_cluster(Client(FakeTransport(refuse), source="kc.yaml")))
+    assert str(caught.value) == "kc.yaml: Node: cannot reach the API server: connection refused"
+
+
+def test_a_missing_kubeconfig_is_named(tmp_path: Path) -> None:
+    absent = tmp_path / "absent"
+    with pytest.raises(InputError, match=f"{absent}: no such file"):
+        fetch_snapshot_objects(str(absent))
