@@ -43,7 +43,7 @@ def build_placement(variables: Variables, value: Value) -> Placement:
     """The placement a solution describes, with GPU indices; ``value`` reads the solution."""
     placement = Placement()
     pods: dict[int, list[Pod]] = {}
-    on_node: dict[int, list[tuple[PodSetVars, int]]] = {}
+    on_node: dict[int, dict[PodSetVars, int]] = {}
     admitted = {entry.index for entry in variables.workloads if value(entry.admit)}
     for ps in variables.pod_sets:
         if ps.owner.index not in admitted:
@@ -52,9 +52,11 @@ def build_placement(variables: Variables, value: Value) -> Placement:
         for c in ps.candidates:
             count = value(c.y)
             if count:
-                on_node.setdefault(c.node, []).append((ps, count))
+                # A node several flavors accept has one count per flavor; its pods are one group.
+                here = on_node.setdefault(c.node, {})
+                here[ps] = here.get(ps, 0) + count
     for n in sorted(on_node):
-        for ps, assigned in _Node(variables, n, value).assign(on_node[n]).items():
+        for ps, assigned in _Node(variables, n, value).assign(list(on_node[n].items())).items():
             pods[ps.index].extend(assigned)
     for entry in variables.workloads:
         if entry.index not in admitted:

@@ -44,7 +44,7 @@ class Option:
     node: int
     """Index into the snapshot's nodes (and the cluster state's)."""
     flavor: str | None
-    """The first allowed flavor that accepts the node."""
+    """An allowed flavor that accepts the node (a node several flavors accept is one option per flavor)."""
     ub: int
     """Most pods of this PodSet the node could take on its own (at most the PodSet's count)."""
 
@@ -55,8 +55,8 @@ class _Pick:
 
     pod_set: PodSet
     levels: tuple[str, ...]
-    usable: dict[int, str | None]
-    """Nodes that could take a pod now -> the first flavor accepting them."""
+    usable: dict[int, tuple[str | None, ...]]
+    """Nodes that could take a pod now -> the allowed flavors accepting them, in the queue's order."""
     partial: list[int]
     """Usable partly used nodes, tightest first."""
     ub: list[int]
@@ -81,7 +81,7 @@ class CandidateFinder:
         self._order: dict[Hashable, list[int]] = {}
         self._cursor: dict[Hashable, float] = {}
         self._domains: dict[Hashable, tuple[list[int], list[list[int]]]] = {}
-        self._usable_cache: dict[Hashable, tuple[dict[int, str | None], list[int]]] = {}
+        self._usable_cache: dict[Hashable, tuple[dict[int, tuple[str | None, ...]], list[int]]] = {}
         self.pruned = 0
         """PodSets whose candidates were cut to a bounded list."""
 
@@ -94,13 +94,21 @@ class CandidateFinder:
     ) -> tuple[Option, ...]:
         """The candidate nodes of one PodSet, ascending; ``forced`` nodes stay where eligible."""
         ub_all = self._upper_bounds(pod_set)
-        group, flavor_of, partial = self._usable(pod_set, flavors)
+        group, flavors_of, partial = self._usable(pod_set, flavors)
         required = pod_set.required_topology
         if required is not None:
-            flavor_of = {n: f for n, f in flavor_of.items() if self._domain(n, levels, required) is not None}
-        keep = {n for n in forced if n in flavor_of}
-        chosen = self._select(_Pick(pod_set, levels, flavor_of, partial, ub_all, keep, (group, required)))
-        return tuple(Option(n, flavor_of[n], min(pod_set.count, ub_all[n])) for n in sorted(chosen))
+            flavors_of = {
+                n: f for n, f in flavors_of.items() if self._domain(n, levels, required) is not None
+            }
+        keep = {n for n in forced if n in flavors_of}
+        chosen = self._select(_Pick(pod_set, levels, flavors_of, partial, ub_all, keep, (group, required)))
+        # Kueue may give the PodSet any allowed flavor whose quota has room, and a flavor without
+        # node labels accepts every node: such a node is an option under each flavor.
+        return tuple(
+            Option(n, flavor, min(pod_set.count, ub_all[n]))
+            for n in sorted(chosen)
+            for flavor in flavors_of[n]
+        )
 
     # -- eligibility ---------------------------------------------------------------------------
 
@@ -137,21 +145,21 @@ class CandidateFinder:
 
     def _usable(
         self, pod_set: PodSet, flavors: list[ResourceFlavor | None]
-    ) -> tuple[Hashable, dict[int, str | None], list[int]]:
-        """Nodes that could take a pod now (-> first flavor accepting them) and the partly used ones."""
+    ) -> tuple[Hashable, dict[int, tuple[str | None, ...]], list[int]]:
+        """Nodes that could take a pod now (-> the flavors accepting them) and the partly used ones."""
         signature = self._signature(pod_set)
         group = (tuple(f.name if f is not None else None for f in flavors), signature)
         if group not in self._usable_cache:
             ub_all = self._upper_bounds(pod_set)
-            flavor_of: dict[int, str | None] = {}
+            flavors_of: dict[int, tuple[str | None, ...]] = {}
             for flavor in flavors:
                 for n in self._eligible_nodes(pod_set, flavor, signature):
-                    if ub_all[n] > 0 and n not in flavor_of:
-                        flavor_of[n] = flavor.name if flavor is not None else None
-            partial = sorted((n for n in flavor_of if self._partial[n]), key=lambda n: (self._free[n], n))
-            self._usable_cache[group] = (flavor_of, partial)
-        flavor_of, partial = self._usable_cache[group]
-        return group, flavor_of, partial
+                    if ub_all[n] > 0:
+                        flavors_of[n] = (*flavors_of.get(n, ()), flavor.name if flavor is not None else None)
+            partial = sorted((n for n in flavors_of if self._partial[n]), key=lambda n: (self._free[n], n))
+            self._usable_cache[group] = (flavors_of, partial)
+        flavors_of, partial = self._usable_cache[group]
+        return group, flavors_of, partial
 
     # -- candidate pruning ---------------------------------------------------------------------
 

@@ -88,12 +88,25 @@ class PodSetVars:
         return sum(self.ys, start=0) if self.candidates else 0
 
     def on(self, node: int) -> Candidate | None:
-        """The candidate on ``node``, if the PodSet may use it."""
-        return self._by_node.get(node)
+        """The (first) candidate on ``node``, if the PodSet may use it."""
+        found = self._by_node.get(node)
+        return found[0] if found else None
+
+    def all_on(self, node: int) -> list[Candidate]:
+        """Every candidate on ``node``: one per allowed flavor that accepts it."""
+        return self._by_node.get(node, [])
+
+    def pods_on(self, node: int) -> LinearExpr:
+        """Pods of the PodSet on ``node``, whatever the flavor."""
+        ys = [c.y for c in self.all_on(node)]
+        return ys[0] if len(ys) == 1 else sum(ys, start=0)
 
     @cached_property
-    def _by_node(self) -> dict[int, Candidate]:
-        return {c.node: c for c in self.candidates}
+    def _by_node(self) -> dict[int, list[Candidate]]:
+        out: dict[int, list[Candidate]] = {}
+        for c in self.candidates:
+            out.setdefault(c.node, []).append(c)
+        return out
 
     def label(self) -> str:
         return f"{self.workload.key} podset {self.pod_set.name}"
@@ -273,8 +286,13 @@ class Variables:
             for node_name in counts:
                 if ps.on(index[node_name]) is None:
                     raise ValueError(f"node {node_name} is not a candidate of {ps.label()}")
+            placed: set[int] = set()
             for candidate in ps.candidates:
-                model.add(candidate.y == counts.get(self.problem.node(candidate.node).name, 0))
+                # A node several flavors accept gets the pods on its first flavor.
+                first = candidate.node not in placed
+                placed.add(candidate.node)
+                count = counts.get(self.problem.node(candidate.node).name, 0) if first else 0
+                model.add(candidate.y == count)
 
     def _index(self) -> dict[int, list[tuple[PodSetVars, Candidate]]]:
         by_node: dict[int, list[tuple[PodSetVars, Candidate]]] = {}
@@ -288,7 +306,9 @@ class Variables:
 
 
 def _candidates(model: cp_model.CpModel, ps: PlannedPodSet) -> tuple[Candidate, ...]:
-    return tuple(
-        Candidate(o.node, o.flavor, o.ub, model.new_int_var(0, o.ub, f"y[{ps.index},{o.node}]"))
-        for o in ps.options
-    )
+    out: list[Candidate] = []
+    for o in ps.options:
+        again = bool(out) and out[-1].node == o.node
+        name = f"y[{ps.index},{o.node},{o.flavor}]" if again else f"y[{ps.index},{o.node}]"
+        out.append(Candidate(o.node, o.flavor, o.ub, model.new_int_var(0, o.ub, name)))
+    return tuple(out)

@@ -14,7 +14,7 @@ from optsched.solver.context import ModelContext
 from optsched.solver.hints import HintView, write_hint
 from optsched.solver.objective import ObjectiveTerm, pod_value, priority_stage
 from optsched.solver.stages import stage_values
-from optsched.solver.variables import Variables, WorkloadVars
+from optsched.solver.variables import Candidate, PodSetVars, Variables, WorkloadVars
 
 
 def greedy_view(variables: Variables, greedy: Placement) -> HintView:
@@ -32,9 +32,16 @@ def greedy_view(variables: Variables, greedy: Placement) -> HintView:
                     n = index.get(pod.node, -1)
                     counts[n] = counts.get(n, 0) + 1
                     gpus.setdefault((ps.index, n), []).append(tuple(pod.gpus or ()))
+            flavor = assignment.flavors.get(ps.pod_set.name) if assignment is not None else None
             for c in ps.candidates:
-                values[c.y.index] = counts.get(c.node, 0)
+                values[c.y.index] = counts.get(c.node, 0) if c is _under(ps, c.node, flavor) else 0
     return HintView(values, gpus)
+
+
+def _under(ps: PodSetVars, node: int, flavor: str | None) -> Candidate:
+    """The candidate on ``node`` with the known placement's flavor (else the node's first)."""
+    found = ps.all_on(node)
+    return next((c for c in found if c.flavor == flavor), found[0])
 
 
 def hint_greedy(ctx: ModelContext, greedy: Placement) -> dict[int, int]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from optsched.model.names import PRODUCT_LABEL
 from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
-from optsched.model.snapshot import LocalQueue, QuotaReservation
+from optsched.model.snapshot import ClusterQueue, LocalQueue, QuotaReservation, ResourceFlavor
 from optsched.solver.problem import build_problem
-from tests.builders import gpu_queue, node, pods, snapshot, workload
+from tests.builders import A100, gpu_queue, node, pods, snapshot, workload
 from tests.solver.helpers import FAST
 
 NODES = [node(f"n{i}") for i in range(6)]
@@ -54,3 +55,25 @@ def test_workloads_know_their_queue_and_age() -> None:
     old, held = build_problem(snap, FAST, Placement()).workloads
     assert (old.cluster_queue, old.age_hours) == ("cq", 2.0)
     assert held.cluster_queue is None  # it holds its quota already
+
+
+def _two_flavor_queue(a100_gpus: int, any_gpus: int) -> tuple[ClusterQueue, list[ResourceFlavor]]:
+    """Flavor ``a100`` accepts the A100 boxes, ``any`` (no node labels) accepts every node."""
+    a100 = gpu_queue("q", gpus=a100_gpus, flavor="a100").resource_groups[0].flavors[0]
+    anywhere = gpu_queue("q", gpus=any_gpus, flavor="any").resource_groups[0].flavors[0]
+    group = gpu_queue("q", gpus=0).resource_groups[0].model_copy(update={"flavors": (a100, anywhere)})
+    flavors = [ResourceFlavor(name="a100", node_labels={PRODUCT_LABEL: A100}), ResourceFlavor(name="any")]
+    return ClusterQueue(name="q", resource_groups=(group,)), flavors
+
+
+def test_a_node_several_allowed_flavors_accept_is_an_option_under_each() -> None:
+    queue, flavors = _two_flavor_queue(a100_gpus=8, any_gpus=8)
+    snap = snapshot(
+        [node("a1", product=A100, gpu_mem=40_960), node("h1")],
+        [workload("w", pods(1, 2), queue="lq")],
+        cluster_queues=[queue],
+        local_queues=[LocalQueue(namespace="default", name="lq", cluster_queue="q")],
+        flavors=flavors,
+    )
+    (ps,) = build_problem(snap, FAST, Placement()).pod_sets
+    assert [(o.node, o.flavor) for o in ps.options] == [(0, "a100"), (0, "any"), (1, "any")]

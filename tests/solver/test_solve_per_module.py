@@ -11,12 +11,14 @@ from optsched.model.snapshot import (
     ClusterQueue,
     FlavorQuota,
     LocalQueue,
+    Node,
     NodeUsage,
     QuotaReservation,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
     Snapshot,
+    Workload,
 )
 from tests.builders import A100, H100, RACK, T4, gpu_queue, node, pods, snapshot, workload
 from tests.solver.helpers import admitted, gpus_of, nodes_of, plan_for
@@ -337,3 +339,44 @@ def test_a_gpu_whose_memory_is_over_used_takes_only_shares_without_memory() -> N
     assert gpus_of(plan, "mem") == [(1,)]
     assert gpus_of(plan, "compute") == [(0,)]  # compute is free there, and it takes no memory
     assert not [w for w in plan.warnings if "no solution" in w]
+
+
+# -- flavors that overlap ---------------------------------------------------------------------------
+
+
+def _overlapping(a100_gpus: int, *workloads: Workload, nodes: list[Node] | None = None) -> Snapshot:
+    """Flavor ``a100`` (the A100 boxes) comes first; ``any`` has no node labels, so it accepts every node."""
+
+    def quota(name: str, gpus: int) -> FlavorQuota:
+        return gpu_queue("q", gpus=gpus, flavor=name).resource_groups[0].flavors[0]
+
+    group = (
+        gpu_queue("q", gpus=0)
+        .resource_groups[0]
+        .model_copy(update={"flavors": (quota("a100", a100_gpus), quota("any", 8))})
+    )
+    return snapshot(
+        nodes or [node("a1", product=A100, islands=PAIRS, gpu_mem=40_960)],
+        list(workloads),
+        cluster_queues=[ClusterQueue(name="q", resource_groups=(group,))],
+        local_queues=[LocalQueue(namespace="default", name="lq", cluster_queue="q")],
+        flavors=[ResourceFlavor(name="a100", node_labels={PRODUCT_LABEL: A100}), ResourceFlavor(name="any")],
+    )
+
+
+def test_a_node_may_be_used_under_a_later_flavor_when_the_first_one_has_no_quota_left() -> None:
+    # Kueue gives the PodSet flavor "any" when a100's quota is used up, and "any" accepts the A100 box.
+    snap = _overlapping(0, workload("w", pods(2, 2), queue="lq"), workload("v", pods(1, 2), queue="lq"))
+    plan = plan_for(snap)
+    assert admitted(plan) == {"w", "v"}
+    decision = plan.decision("default/w")
+    assert decision is not None and decision.pod_sets[0].flavor == "any"
+    assert not [w for w in plan.warnings if "no solution" in w or "greedy BestFit" in w]
+
+
+def test_shares_under_two_flavors_on_one_gpu_never_exceed_it() -> None:
+    t4 = node("t1", gpus=1, product=T4, islands=[], gpu_mem=16_384, labels={PRODUCT_LABEL: A100})
+    snap = _overlapping(8, workload("pair", pods(2, 1, gpu_milli=600), queue="lq"), nodes=[t4])
+    assert admitted(plan_for(snap)) == set()
+    one = _overlapping(8, workload("one", pods(1, 1, gpu_milli=600), queue="lq"), nodes=[t4])
+    assert gpus_of(plan_for(one), "one") == [(0,)]

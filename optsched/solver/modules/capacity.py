@@ -72,39 +72,44 @@ def _shares(ctx: ModelContext, n: int, shares: OnNode) -> list[cp_model.IntVar]:
     model = ctx.model
     node = ctx.nodes[n]
     partly = share_gpus(node)
-    slots = min(fresh_gpus(node), sum(c.ub for _, c in shares))
+    # A PodSet has one candidate per flavor that accepts the node; its shares are placed once.
+    by_pod_set: dict[PodSetVars, list[Candidate]] = {}
+    for e, c in shares:
+        by_pod_set.setdefault(e, []).append(c)
+    slots = min(fresh_gpus(node), sum(cs[0].ub for cs in by_pod_set.values()))
     touched = [model.new_bool_var(f"open[{n},{j}]") for j in range(slots)]
     for j in range(1, slots):
         model.add_implication(touched[j], touched[j - 1])
     per_gpu: dict[int, ShareItems] = {g: [] for g in partly}
     per_slot: list[ShareItems] = [[] for _ in range(slots)]
-    for e, c in shares:
-        req = e.request
+    for e, cs in by_pod_set.items():
+        req, ub = e.request, cs[0].ub
         parts: list[cp_model.IntVar] = []
         on_gpu: list[tuple[int, cp_model.IntVar]] = []
         for g in partly:
-            room = min(share_slots(node, req, g), c.ub)
+            room = min(share_slots(node, req, g), ub)
             if room > 0:
                 var = model.new_int_var(0, room, f"s[{e.index},{n},{g}]")
                 per_gpu[g].append((e, var))
                 on_gpu.append((g, var))
                 parts.append(var)
         fresh: list[cp_model.IntVar] = []
-        room = min(share_slots(node, req, None), c.ub)
+        room = min(share_slots(node, req, None), ub)
         for j in range(slots if room > 0 else 0):
             var = model.new_int_var(0, room, f"f[{e.index},{n},{j}]")
             model.add(var <= room * touched[j])
             per_slot[j].append((e, var))
             fresh.append(var)
             parts.append(var)
-        model.add(c.y == sum(parts, start=0))
+        placed = cs[0].y if len(cs) == 1 else sum((c.y for c in cs), start=0)
+        model.add(placed == sum(parts, start=0))
         ctx.vars.shares.add_pod_set(e.index, n, on_gpu, fresh)
     for g, items in per_gpu.items():
         _gpu_limits(model, items, node.gpu_milli[g], node.gpu_mem[g], None)
     for j, items in enumerate(per_slot):
         _gpu_limits(model, items, FULL_GPU_MILLI, node.gpu_mem_total, touched[j])
     ctx.vars.shares.add_slots(n, touched)
-    _hints(ctx, n, shares, touched)
+    _hints(ctx, n, [(e, cs[0]) for e, cs in by_pod_set.items()], touched)
     return touched
 
 

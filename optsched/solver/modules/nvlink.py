@@ -194,7 +194,8 @@ def _hints(ctx: ModelContext, record: IslandNode, island_free: list[int]) -> Non
         out: dict[tuple[int, int], int] = {}
         if h.gpus:
             for g, items in sizes.items():
-                for e, _ in items:
+                # A PodSet appears once per flavor that accepts the node; its pods count once.
+                for e in dict.fromkeys(e for e, _ in items):
                     for gpus in h.gpus.get((e.index, n), []):
                         for i, island in enumerate(islands):
                             if set(gpus) <= set(island):

@@ -47,16 +47,17 @@ class Stability:
             counts = before.get((ps.workload.key, ps.pod_set.name))
             if not counts:
                 continue
-            position = {c.node: pos for pos, c in enumerate(ps.candidates)}
+            position: dict[int, int] = {}
+            for pos, c in enumerate(ps.candidates):
+                position.setdefault(c.node, pos)
             for name, count in sorted(counts.items()):
-                pos = position.get(index.get(name, -1))
-                if pos is None:
+                node = index.get(name, -1)
+                if node not in position:
                     moved.append(model.new_constant(count))
                     continue
-                y = ps.candidates[pos].y
-                m = model.new_int_var(0, count, f"moved[{ps.index},{pos}]")
-                model.add(m >= count - y)
-                ctx.derive(m, _shortfall(count, y))
+                m = model.new_int_var(0, count, f"moved[{ps.index},{position[node]}]")
+                model.add(m >= count - ps.pods_on(node))
+                ctx.derive(m, _shortfall(count, [c.y for c in ps.all_on(node)]))
                 moved.append(m)
         if not moved:
             return []
@@ -64,8 +65,8 @@ class Stability:
         return [ObjectiveTerm(Stage.STABILITY, expr)]
 
 
-def _shortfall(count: int, y: cp_model.IntVar) -> HintRule:
+def _shortfall(count: int, ys: list[cp_model.IntVar]) -> HintRule:
     def rule(h: HintView) -> int:
-        return max(0, count - h(y))
+        return max(0, count - sum(h(y) for y in ys))
 
     return rule
