@@ -13,52 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from optsched.bench.options import DEFAULT_OUT, TRACE_POLICIES, parse_policies, parse_seeds
 from optsched.errors import InputError
-
-TRACE_POLICIES = (
-    "fgd",
-    "bestfit",
-    "firstfit",
-    "leastallocated",
-    "random",
-    "gpupacking",
-    "dotprod",
-    "optimizer",
-)
-DEFAULT_OUT = Path("bench-results")
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``42-51``, ``42,45`` or ``42``."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                if hi < lo:
-                    raise ValueError(part)
-                seeds.extend(range(lo, hi + 1))
-            else:
-                seeds.append(int(part))
-    except ValueError:
-        raise InputError(f"{text!r} is not a seed list like 42-51 or 42,43", field="--seeds") from None
-    if not seeds:
-        raise InputError("no seeds given", field="--seeds")
-    return seeds
-
-
-def _policies(text: str, allowed: Sequence[str]) -> list[str]:
-    names = [p.strip().lower() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in allowed]
-    if unknown or not names:
-        raise InputError(
-            f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(allowed)}",
-            field="--policies",
-        )
-    return names
 
 
 def _add_trace(sub: Any) -> None:
@@ -203,7 +159,7 @@ def run_trace_command(args: argparse.Namespace) -> int:
 
     trace_dir = resolve_trace_dir(args.trace_dir)
     seeds = parse_seeds(args.seeds)
-    policies = _policies(args.policies, TRACE_POLICIES)
+    policies = parse_policies(args.policies, TRACE_POLICIES)
     workloads = list(WORKLOADS) if args.workload == "all" else [w.strip() for w in args.workload.split(",")]
     for workload in workloads:
         if workload not in WORKLOADS and not (trace_dir / f"openb_pod_list_{workload}.csv").is_file():

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from optsched.bench.options import TOPOLOGY_POLICIES, parse_policies, parse_seeds
 from optsched.bench.progress import Progress
 from optsched.capacity.fragmentation import stranded_gpus, typical_shapes
 from optsched.capacity.state import ClusterState, NodeState
@@ -39,7 +40,6 @@ from optsched.model.snapshot import Node, NodeUsage, PodRequest, PodSet, Snapsho
 from optsched.settings import Settings
 
 BLOCK, RACK = DEFAULT_TOPOLOGY_LEVELS[0], DEFAULT_TOPOLOGY_LEVELS[1]
-TOPOLOGY_POLICIES = ("optimizer", "tas", "bestfit", "fgd", "leastallocated", "firstfit")
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 # (product, GPUs per node, NVLink islands, share of racks)
@@ -381,14 +381,13 @@ def summary_table(results: list[PolicyResult]) -> str:
 
 
 def run_topology_command(args: argparse.Namespace) -> int:
-    from optsched.bench.cli import _policies, parse_seeds
     from optsched.bench.plots import plot_bars, plot_lines
 
     if args.nodes < 18 or args.jobs < 1:
         raise InputError("need at least 18 nodes and 1 job", field="--nodes/--jobs")
     if args.load <= 0:
         raise InputError("must be positive", field="--load")
-    policies = _policies(args.policies, TOPOLOGY_POLICIES)
+    policies = parse_policies(args.policies, TOPOLOGY_POLICIES)
     seeds = parse_seeds(args.seeds)
     results: list[PolicyResult] = []
     for seed in seeds:
