@@ -145,7 +145,9 @@ def run_trace_command(args: argparse.Namespace) -> int:
 
 
 def run_topology_command(args: argparse.Namespace) -> int:
-    from optsched.bench.topology import run_topology_command as run
+    """``optsched bench topology``."""
+    # Deferred: each cycle is planned through optsched.planning (ortools), plots need matplotlib.
+    from optsched.bench.topology_command import run_topology_command as run
 
     return run(args)
 
