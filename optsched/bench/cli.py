@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from optsched.bench.options import DEFAULT_OUT, TRACE_POLICIES
+from optsched.bench.options import DEFAULT_OUT, TRACE_POLICIES, register_scale
 from optsched.bench.trace_data import WORKLOADS
 from optsched.errors import InputError
 
@@ -112,13 +112,9 @@ def _add_topology(sub: Any) -> None:
 
 
 def _add_scale(sub: Any) -> None:
-    try:
-        from optsched.bench.scale import register_scale, run_scale
-    except ImportError:
-        return
     p = sub.add_parser("scale", help="solver speed and quality on a large synthetic queue")
     register_scale(p)
-    p.set_defaults(func=run_scale)
+    p.set_defaults(func=run_scale_command)
 
 
 def register(subparsers: Any) -> None:
@@ -150,6 +146,14 @@ def run_topology_command(args: argparse.Namespace) -> int:
     from optsched.bench.topology_command import run_topology_command as run
 
     return run(args)
+
+
+def run_scale_command(args: argparse.Namespace) -> int:
+    """``optsched bench scale``."""
+    # Deferred: every policy plans through optsched.planning, which loads ortools.
+    from optsched.bench.scale import run_scale
+
+    return run_scale(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

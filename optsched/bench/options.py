@@ -1,13 +1,15 @@
 """Command-line values the benchmark verbs share: seed lists, policy lists, the results folder.
 
 Each verb reads its options here, so a bad value gets the same one-line
-message (naming the option) whichever verb or entry point it came through.
+message (naming the option) whichever verb or entry point it came through;
+``bench scale`` takes the same arguments as ``python -m optsched.bench.scale``.
 This module stays light: the top-level ``optsched`` parser loads it to build
 ``--help``.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,3 +65,21 @@ def parse_policies(text: str, allowed: Sequence[str]) -> list[str]:
             field="--policies",
         )
     return names
+
+
+def register_scale(subparser: argparse.ArgumentParser) -> None:
+    """Arguments of ``optsched bench scale``."""
+    subparser.add_argument("--nodes", type=int, default=1000, help="GPU nodes (8 GPUs each); default 1000")
+    subparser.add_argument("--workloads", type=int, default=1000, help="pending workloads; default 1000")
+    subparser.add_argument(
+        "--seed", type=int, default=1, help="random seed of the synthetic cluster; default 1"
+    )
+    subparser.add_argument(
+        "--time-limit", type=float, default=5.0, help="optimizer time limit in s; default 5"
+    )
+    subparser.add_argument("--workers", type=int, default=0, help="CP-SAT workers; default 0 = all cores")
+    subparser.add_argument(
+        "--policies",
+        default="optimizer,bestfit,fgd",
+        help="comma-separated policies to compare; default optimizer,bestfit,fgd",
+    )
