@@ -209,6 +209,7 @@ def _arrivals(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m optsched.bench.batch_floor``: print both bounds per seed; 2 on bad input."""
     parser = argparse.ArgumentParser(
         prog="python -m optsched.bench.batch_floor",
         description="Lower bound on unallocated GPU %% from packing the trace's GPU shares.",

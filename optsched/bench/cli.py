@@ -128,6 +128,7 @@ def register(subparsers: Any) -> None:
 
 
 def _missing_verb(parser: argparse.ArgumentParser) -> int:
+    """``bench`` without a verb is a usage error: its help, exit 2."""
     parser.print_help(sys.stderr)
     return 2
 

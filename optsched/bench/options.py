@@ -68,7 +68,7 @@ def parse_policies(text: str, allowed: Sequence[str]) -> list[str]:
 
 
 def register_scale(subparser: argparse.ArgumentParser) -> None:
-    """Arguments of ``optsched bench scale``."""
+    """Arguments of ``optsched bench scale``, also read by ``python -m optsched.bench.scale``."""
     subparser.add_argument("--nodes", type=int, default=1000, help="GPU nodes (8 GPUs each); default 1000")
     subparser.add_argument("--workloads", type=int, default=1000, help="pending workloads; default 1000")
     subparser.add_argument(

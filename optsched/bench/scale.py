@@ -66,6 +66,7 @@ class _Racks:
         self.racks_in_block, self.block_size = 0, rng.randint(4, 8)
 
     def next_node(self) -> tuple[int, int]:
+        """Rack and block of the next node, drawing the next rack's (and block's) size once one fills."""
         if self.in_rack == self.rack_size:
             self.rack, self.in_rack, self.rack_size = self.rack + 1, 0, self.rng.randint(16, 32)
             self.racks_in_block += 1
@@ -196,6 +197,7 @@ def run_scale(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m optsched.bench.scale``: the same run as ``optsched bench scale``."""
     parser = argparse.ArgumentParser(prog="optsched bench scale", description=__doc__.splitlines()[0])
     register_scale(parser)
     return run_scale(parser.parse_args(argv))

@@ -146,6 +146,7 @@ class _Simulation:
         self.changed = True  # anything arrived, left or was admitted since the last plan
 
     def active(self) -> bool:
+        """Whether jobs are still to arrive, waiting or holding GPUs."""
         return self.next_job < len(self.jobs) or bool(self.pending) or bool(self.running)
 
     def step(self, cycle: int) -> bool:
@@ -196,6 +197,7 @@ class _Simulation:
         return _usage(self.nodes, self.running)
 
     def _measure(self, usage: dict[str, NodeUsage]) -> None:
+        """Record the cycle's allocated share and the GPUs stranded against the queue."""
         state = ClusterState([NodeState.from_node(n, usage.get(n.name)) for n in self.nodes])
         used = self.capacity - sum(n.free_gpu_milli for n in state.nodes) / 1000
         self.result.allocated_pct.append(100.0 * used / self.capacity)
@@ -261,6 +263,7 @@ def _apply(
 
 
 def _gpus_of(total: float, pods: int) -> int:
+    """GPUs per pod of a decision that reports only its total."""
     return round(total / pods) if pods else 0
 
 
@@ -271,6 +274,7 @@ def _record_job(
     cycle: int,
     node_by_name: dict[str, Node],
 ) -> None:
+    """Record an admitted job's wait, its pods' NVLink fit and, for a gang, the racks and blocks it spans."""
     wait = cycle - job.arrival
     result.job_wait.append(wait)
     for node_name, gpus in pods:

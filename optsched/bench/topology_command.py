@@ -79,6 +79,7 @@ def run_topology_command(args: argparse.Namespace) -> int:
 
 
 def _simulate_all(args: argparse.Namespace, policies: list[str], seeds: list[int]) -> list[PolicyResult]:
+    """Every policy on every seed; a seed's cluster and jobs are generated once for all its policies."""
     results: list[PolicyResult] = []
     for seed in seeds:
         nodes = synthetic_cluster(args.nodes, seed)
@@ -93,6 +94,7 @@ def _simulate_all(args: argparse.Namespace, policies: list[str], seeds: list[int
 
 
 def _payload(args: argparse.Namespace, seeds: list[int], results: list[PolicyResult]) -> dict[str, object]:
+    """``topology-results.json``: the run's options and each result's summary and allocation series."""
     return {
         "nodes": args.nodes,
         "jobs": args.jobs,

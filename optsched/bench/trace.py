@@ -78,6 +78,7 @@ class SeedRun:
     """At the end: idle capacity left in partly used GPUs, by the size of what is left (``SLIVER_EDGES``)."""
 
     def unallocated_pct(self, k: int) -> float | None:
+        """Unallocated GPU % at ``k`` % arrival (None where no record fell near ``k``)."""
         value = self.allocated_pct[k]
         return None if value is None else 100.0 - value
 
@@ -141,6 +142,7 @@ class _Bins:
 
 
 def _round_half_up(value: float) -> int:
+    """Halves round up; ``round`` would send them to the even neighbour and move records between bins."""
     return math.floor(value + 0.5)
 
 

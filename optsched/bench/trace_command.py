@@ -25,7 +25,7 @@ from optsched.bench.plots import plot_unallocated
 from optsched.bench.report import headline_table, idle_table, spread_check, workloads_table
 from optsched.bench.results import StoredRun, save_runs, stored
 from optsched.bench.trace import default_trace_dir, run_policy_seeds
-from optsched.bench.trace_data import WORKLOADS
+from optsched.bench.trace_data import WORKLOADS, pod_file
 from optsched.errors import InputError
 
 
@@ -67,7 +67,7 @@ def _workloads(text: str, trace_dir: Path) -> list[str]:
     """``all``, or named workloads: the paper's, or any other pod list file in the trace folder."""
     workloads = list(WORKLOADS) if text == "all" else [w.strip() for w in text.split(",")]
     for workload in workloads:
-        if workload not in WORKLOADS and not (trace_dir / f"openb_pod_list_{workload}.csv").is_file():
+        if workload not in WORKLOADS and not (trace_dir / pod_file(workload)).is_file():
             raise InputError(
                 f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}", field="--workload"
             )
@@ -97,6 +97,7 @@ def _replay_all(
     policies: list[str],
     seeds: Sequence[int],
 ) -> list[StoredRun]:
+    """Replay every workload under every policy and seed; the runs as they are stored."""
     factory = batch_placer_factory(time_limit_s=args.batch_time_limit) if args.batch > 1 else None
     new: list[StoredRun] = []
     for workload in workloads:
@@ -123,6 +124,7 @@ def _print_tables(
     expected: Expected | None,
     ratio: float,
 ) -> None:
+    """Tables per workload, then one across workloads when the command or ``--out`` holds several."""
     for workload in workloads:
         print(f"\n## {workload}: unallocated GPU % (mean ± sd over seeds)\n")
         print(headline_table(workload, [r for r in shown if r.workload == workload], expected))
