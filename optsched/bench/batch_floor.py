@@ -44,6 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from optsched.bench.options import parse_seeds
 from optsched.bench.trace import default_trace_dir, inflate
 from optsched.bench.trace_data import TracePod, load_nodes, load_pods
 from optsched.errors import InputError
@@ -208,8 +209,7 @@ def _arrivals(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from optsched.bench.cli import parse_seeds
-
+    """``python -m optsched.bench.batch_floor``: print both bounds per seed; 2 on bad input."""
     parser = argparse.ArgumentParser(
         prog="python -m optsched.bench.batch_floor",
         description="Lower bound on unallocated GPU %% from packing the trace's GPU shares.",

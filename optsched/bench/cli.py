@@ -13,57 +13,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from optsched.bench.options import DEFAULT_OUT, TRACE_POLICIES, register_scale
+from optsched.bench.trace_data import WORKLOADS
 from optsched.errors import InputError
 
-TRACE_POLICIES = (
-    "fgd",
-    "bestfit",
-    "firstfit",
-    "leastallocated",
-    "random",
-    "gpupacking",
-    "dotprod",
-    "optimizer",
-)
-DEFAULT_OUT = Path("bench-results")
 
-
-def parse_seeds(text: str) -> list[int]:
-    """``42-51``, ``42,45`` or ``42``."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                if hi < lo:
-                    raise ValueError(part)
-                seeds.extend(range(lo, hi + 1))
-            else:
-                seeds.append(int(part))
-    except ValueError:
-        raise InputError(f"{text!r} is not a seed list like 42-51 or 42,43", field="--seeds") from None
-    if not seeds:
-        raise InputError("no seeds given", field="--seeds")
-    return seeds
-
-
-def _policies(text: str, allowed: Sequence[str]) -> list[str]:
-    names = [p.strip().lower() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in allowed]
-    if unknown or not names:
-        raise InputError(
-            f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(allowed)}",
-            field="--policies",
-        )
-    return names
+def _add_output(p: argparse.ArgumentParser, out_help: str) -> None:
+    """Where results go and what is drawn: the same three options, last, on both simulation verbs."""
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=out_help)
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
 def _add_trace(sub: Any) -> None:
-    from optsched.bench.trace_data import WORKLOADS
-
     p = sub.add_parser(
         "trace",
         help="replay the Alibaba GPU trace the FGD way and compare with the authors' results",
@@ -114,14 +76,7 @@ def _add_trace(sub: Any) -> None:
     p.add_argument(
         "--limit-pods", type=int, default=None, help="use only the first N tasks (by name): quick runs"
     )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        help="results folder (merged across runs); default bench-results/",
-    )
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    _add_output(p, "results folder (merged across runs); default bench-results/")
     p.set_defaults(func=run_trace_command)
 
 
@@ -152,20 +107,14 @@ def _add_topology(sub: Any) -> None:
         default=2.0,
         help="optimizer search budget per cycle in CP-SAT deterministic seconds (repeatable); default 2",
     )
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder; default bench-results/")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    _add_output(p, "results folder; default bench-results/")
     p.set_defaults(func=run_topology_command)
 
 
 def _add_scale(sub: Any) -> None:
-    try:
-        from optsched.bench.scale import register_scale, run_scale
-    except ImportError:
-        return
     p = sub.add_parser("scale", help="solver speed and quality on a large synthetic queue")
     register_scale(p)
-    p.set_defaults(func=run_scale)
+    p.set_defaults(func=run_scale_command)
 
 
 def register(subparsers: Any) -> None:
@@ -179,125 +128,33 @@ def register(subparsers: Any) -> None:
 
 
 def _missing_verb(parser: argparse.ArgumentParser) -> int:
+    """``bench`` without a verb is a usage error: its help, exit 2."""
     parser.print_help(sys.stderr)
     return 2
 
 
-def resolve_trace_dir(given: Path | None) -> Path:
-    from optsched.bench.trace import default_trace_dir
-
-    trace_dir = given if given is not None else default_trace_dir()
-    if not trace_dir.is_dir():
-        hint = "" if given is not None else " (the default, next to the repository); pass --trace-dir"
-        raise InputError(f"trace folder not found{hint}", source=str(trace_dir), field="--trace-dir")
-    return trace_dir
-
-
 def run_trace_command(args: argparse.Namespace) -> int:
-    from optsched.bench.expected import FRAGMENTATION_FILE, OUR_TWIN, default_expected_dir, load_expected
-    from optsched.bench.plots import plot_unallocated
-    from optsched.bench.report import headline_table, idle_table, spread_check, workloads_table
-    from optsched.bench.results import StoredRun, save_runs, stored
-    from optsched.bench.trace import run_policy_seeds
-    from optsched.bench.trace_data import WORKLOADS
+    """``optsched bench trace``."""
+    # Deferred: the replay loads ortools (batch windows) and matplotlib (plots); --help stays fast.
+    from optsched.bench.trace_command import run_trace_command as run
 
-    trace_dir = resolve_trace_dir(args.trace_dir)
-    seeds = parse_seeds(args.seeds)
-    policies = _policies(args.policies, TRACE_POLICIES)
-    workloads = list(WORKLOADS) if args.workload == "all" else [w.strip() for w in args.workload.split(",")]
-    for workload in workloads:
-        if workload not in WORKLOADS and not (trace_dir / f"openb_pod_list_{workload}.csv").is_file():
-            raise InputError(
-                f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}", field="--workload"
-            )
-    if args.batch < 1:
-        raise InputError("must be at least 1", field="--batch")
-    if args.batch > 1 and policies != ["optimizer"]:
-        raise InputError(
-            "a batch window needs --policies optimizer (the heuristics place one task at a time)",
-            field="--batch",
-        )
-    if "optimizer" in policies and args.batch == 1:
-        raise InputError(
-            "the optimizer runs with a batch window (--batch N, N > 1); online use a heuristic",
-            field="--policies",
-        )
-    expected_dir = args.expected_dir or default_expected_dir(trace_dir)
-    expected = load_expected(expected_dir) if expected_dir.is_dir() else None
-    if expected is None:
-        print(f"note: no authors' results at {expected_dir}; printing ours only", file=sys.stderr)
-
-    factory = None
-    if args.batch > 1:
-        from optsched.bench.batch import batch_placer_factory
-
-        factory = batch_placer_factory(time_limit_s=args.batch_time_limit)
-    new: list[StoredRun] = []
-    for workload in workloads:
-        for policy in policies:
-            runs = run_policy_seeds(
-                trace_dir,
-                workload,
-                policy,
-                seeds,
-                ratio=args.ratio,
-                batch=args.batch,
-                batch_placer_factory=factory,
-                limit_pods=args.limit_pods,
-                show_progress=not args.no_progress,
-            )
-            new.extend(stored(run) for run in runs)
-    all_runs = save_runs(args.out, new)
-    # Tables cover what this command ran, with earlier runs of other policies kept in --out for context.
-    ran = {(r.workload, r.policy, r.batch) for r in new}
-    shown = [r for r in all_runs if r.workload in workloads]
-    for workload in workloads:
-        print(f"\n## {workload}: unallocated GPU % (mean ± sd over seeds)\n")
-        print(headline_table(workload, [r for r in shown if r.workload == workload], expected))
-        idle = idle_table(workload, [r for r in shown if r.workload == workload])
-        if idle:
-            print(f"\n### {workload}: idle GPUs at the end ({args.ratio:.0%} arrival), mean over seeds\n")
-            print(idle)
-        if expected is not None:
-            print(f"\n### {workload}: our re-implementations inside the authors' seed range?\n")
-            print(spread_check(workload, [r for r in shown if r.workload == workload], expected))
-    if len({r.workload for r in all_runs}) > 1 or len(workloads) > 1:
-        print("\n## all workloads: unallocated GPU % at 100% arrival (mean over seeds)\n")
-        print(workloads_table(all_runs, expected))
-    if not args.no_plots:
-        for workload in workloads:
-            twins = {OUR_TWIN[r.policy] for r in shown if r.workload == workload and r.policy in OUR_TWIN}
-            authors = tuple(sorted(twins | {"05-BestFit", "06-FGD"}))
-            path = plot_unallocated(
-                args.out / f"trace-{workload}-unallocated.png",
-                workload,
-                shown,
-                expected,
-                author_policies=authors,
-            )
-            print(f"\nplot: {path}", file=sys.stderr)
-            frag_file = expected_dir / FRAGMENTATION_FILE
-            path = plot_unallocated(
-                args.out / f"trace-{workload}-fragmentation.png",
-                workload,
-                shown,
-                load_expected(expected_dir, FRAGMENTATION_FILE) if frag_file.is_file() else None,
-                attr="fragmentation_pct",
-                ylabel="fragmented GPU (% of all GPUs, FGD measure)",
-                complement=False,
-                author_policies=authors,
-            )
-            print(f"plot: {path}", file=sys.stderr)
-    print(
-        f"results: {args.out / 'trace-results.json'} ({len(ran)} policy/workload runs added)", file=sys.stderr
-    )
-    return 0
+    return run(args)
 
 
 def run_topology_command(args: argparse.Namespace) -> int:
-    from optsched.bench.topology import run_topology_command as run
+    """``optsched bench topology``."""
+    # Deferred: each cycle is planned through optsched.planning (ortools), plots need matplotlib.
+    from optsched.bench.topology_command import run_topology_command as run
 
     return run(args)
+
+
+def run_scale_command(args: argparse.Namespace) -> int:
+    """``optsched bench scale``."""
+    # Deferred: every policy plans through optsched.planning, which loads ortools.
+    from optsched.bench.scale import run_scale
+
+    return run_scale(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,6 +52,7 @@ class Expected:
 
 
 def default_expected_dir(trace_dir: Path) -> Path:
+    """The authors' result tables sit beside the trace folder in the shared data."""
     return trace_dir.parent / "fgd-atc23-expected-results"
 
 

@@ -64,6 +64,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def stored(run: SeedRun) -> StoredRun:
+    """What a run keeps on disk: series rounded for small files, latencies reduced to percentiles."""
     latencies = run.latencies_s
     return StoredRun(
         workload=run.workload,
@@ -93,6 +94,7 @@ def _rounded(series: list[float | None]) -> list[float | None]:
 
 
 def load_runs(out_dir: Path) -> list[StoredRun]:
+    """The runs stored in ``out_dir`` so far (none when it holds no results file)."""
     path = out_dir / RESULTS_JSON
     if not path.is_file():
         return []
@@ -134,6 +136,7 @@ def group(runs: list[StoredRun]) -> dict[tuple[str, str, int], list[StoredRun]]:
 
 
 def series_by_seed(runs: list[StoredRun], attr: str = "allocated_pct") -> dict[int, list[float | None]]:
+    """One metric series per seed, as :func:`optsched.bench.expected.at` reads them."""
     return {run.seed: list(getattr(run, attr)) for run in runs}
 
 

@@ -24,18 +24,18 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from optsched.bench.progress import Progress
+from optsched.bench.score_cache import TrackedChooser
 from optsched.bench.trace_data import TracePod, load_nodes, load_pods
-from optsched.capacity.fragmentation import FragMeter, Shape, products_of, request_key, typical_shapes
+from optsched.capacity.fragmentation import FragMeter, Shape, products_of, typical_shapes
 from optsched.capacity.state import NodeState
 from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
 from optsched.policies.base import NodeChooser
-from optsched.policies.choosers import FirstFit, ScoredChooser, make_chooser
+from optsched.policies.choosers import ScoredChooser, make_chooser
 
 MAX_PERCENT = 130
 """Arrival is recorded from 0 to this percentage of GPU capacity."""
@@ -78,6 +78,7 @@ class SeedRun:
     """At the end: idle capacity left in partly used GPUs, by the size of what is left (``SLIVER_EDGES``)."""
 
     def unallocated_pct(self, k: int) -> float | None:
+        """Unallocated GPU % at ``k`` % arrival (None where no record fell near ``k``)."""
         value = self.allocated_pct[k]
         return None if value is None else 100.0 - value
 
@@ -141,60 +142,8 @@ class _Bins:
 
 
 def _round_half_up(value: float) -> int:
+    """Halves round up; ``round`` would send them to the even neighbour and move records between bins."""
     return math.floor(value + 0.5)
-
-
-_MISSING: Any = object()
-
-
-class TrackedChooser:
-    """Caches a scored chooser's per-node scores until that node changes.
-
-    In a replay only the node that received the last task changes, so nearly
-    every score of the next decision is a cache hit; the result is exactly
-    what :meth:`ScoredChooser.choose` returns on the same nodes.
-    """
-
-    def __init__(self, chooser: ScoredChooser, states: Sequence[NodeState]) -> None:
-        self.chooser = chooser
-        self.states = states
-        self.cache: list[dict[int, tuple[float, list[int]] | None]] = [{} for _ in states]
-        self._request_ids: dict[tuple[Hashable, ...], int] = {}
-
-    def invalidate(self, index: int) -> None:
-        self.cache[index].clear()
-
-    def choose(self, indices: Sequence[int], req: PodRequest) -> tuple[int, list[int]] | None:
-        rkey = self._request_ids.setdefault(request_key(req), len(self._request_ids))
-        cache = self.cache
-        states = self.states
-        score = self.chooser.feasible_score
-        first_only = isinstance(self.chooser, FirstFit)
-        random_ties = self.chooser.random_ties
-        best = 0.0
-        tied: list[tuple[NodeState, list[int]]] = []
-        tied_index: list[int] = []
-        for i in indices:
-            node_cache = cache[i]
-            scored = node_cache.get(rkey, _MISSING)
-            if scored is _MISSING:
-                scored = score(states[i], req)
-                node_cache[rkey] = scored
-            if scored is None:
-                continue
-            if first_only:
-                return i, list(scored[1])
-            value = scored[0]
-            if not tied or value < best:
-                best, tied, tied_index = value, [(states[i], scored[1])], [i]
-            elif value == best and random_ties:
-                tied.append((states[i], scored[1]))
-                tied_index.append(i)
-        if not tied:
-            return None
-        node, gpus = self.chooser.pick(tied)
-        index = tied_index[next(k for k, (n, _) in enumerate(tied) if n is node)]
-        return index, self.chooser.finalize(node, req, list(gpus))
 
 
 BatchPlacer = Callable[[list[NodeState], list[PodRequest]], list[tuple[NodeState, list[int]] | None]]
@@ -215,87 +164,117 @@ def replay(
     progress: Progress | None = None,
 ) -> SeedRun:
     """Place ``arrivals`` in order on copies of ``nodes`` and record the metrics."""
-    states = [n.copy() for n in nodes]
-    index_of = {id(n): i for i, n in enumerate(states)}
-    tracked = TrackedChooser(chooser, states) if isinstance(chooser, ScoredChooser) else None
-    capacity = sum(FULL_GPU_MILLI * sum(1 for h in n.healthy if h) for n in states)
-    run = SeedRun(policy=policy, seed=seed, workload=workload, batch=batch, capacity_gpus=capacity / 1000)
-    meter = FragMeter(shapes)
-    node_frag = [meter.node(n) for n in states]
-    frag_total = sum(node_frag)
-    used = capacity - sum(n.free_gpu_milli for n in states)
-    arrived = 0
-    bins = _Bins(MAX_PERCENT + 1)
-    all_indices = list(range(len(states)))
-    by_products: dict[frozenset[str], list[int]] = {}
-
-    def eligible(req: PodRequest) -> list[int]:
-        allowed = products_of(req)
-        if not allowed:
-            return all_indices
-        if allowed not in by_products:
-            by_products[allowed] = [i for i in all_indices if states[i].product in allowed]
-        return by_products[allowed]
-
+    cluster = _Replay(nodes, chooser, shapes, keep_placements=keep_placements)
+    run = SeedRun(
+        policy=policy, seed=seed, workload=workload, batch=batch, capacity_gpus=cluster.capacity / 1000
+    )
     position = 0
     started = time.perf_counter()
     while position < len(arrivals):
         window = list(arrivals[position : position + max(batch, 1)])
         t0 = time.perf_counter()
         if batch > 1 and batch_placer is not None:
-            choices = batch_placer(states, [p.request for p in window])
+            choices = batch_placer(cluster.states, [p.request for p in window])
         else:
-            pod = window[0]
             window = window[:1]
-            if tracked is not None:
-                hit = tracked.choose(eligible(pod.request), pod.request)
-                choices = [None if hit is None else (states[hit[0]], hit[1])]
-            else:
-                assert chooser is not None
-                choices = [chooser.choose([states[i] for i in eligible(pod.request)], pod.request)]
+            choices = [cluster.choose(window[0].request)]
         elapsed = time.perf_counter() - t0
         run.latencies_s.append(elapsed / len(window) if batch > 1 else elapsed)
         for offset, (pod, choice) in enumerate(zip(window, choices, strict=True)):
-            req = pod.request
-            arrived += req.gpu_milli_total
-            run.arrived_pods += 1
-            if choice is None:
-                run.failed_pods += 1
-                run.failed_gpus += req.gpu_milli_total / FULL_GPU_MILLI
-                if keep_placements:
-                    run.placements.append(Placement(position + offset, -1, ()))
-            else:
-                node, gpus = choice
-                node.take(req, gpus)
-                i = index_of[id(node)]
-                if tracked is not None:
-                    tracked.invalidate(i)
-                new_frag = meter.node(node)
-                frag_total += new_frag - node_frag[i]
-                node_frag[i] = new_frag
-                used += req.gpu_milli_total
-                run.placed_pods += 1
-                if keep_placements:
-                    run.placements.append(Placement(position + offset, i, tuple(gpus)))
-            idle = capacity - used
-            frag_milli = frag_total * FULL_GPU_MILLI
-            bins.add(
-                _round_half_up(100.0 * arrived / capacity),
-                (
-                    100.0 * used / capacity,
-                    100.0 * frag_milli / capacity,
-                    100.0 * frag_milli / idle if idle > 0 else 0.0,
-                ),
-            )
+            cluster.book(run, position + offset, pod.request, choice)
         position += len(window)
         if progress is not None:
             progress.update(position)
     run.wall_s = time.perf_counter() - started
-    run.idle_whole_gpus, run.idle_sliver_gpus = idle_breakdown(states)
-    run.allocated_pct = bins.means(0)
-    run.fragmentation_pct = bins.means(1)
-    run.frag_rate_pct = bins.means(2)
+    run.idle_whole_gpus, run.idle_sliver_gpus = idle_breakdown(cluster.states)
+    run.allocated_pct = cluster.bins.means(0)
+    run.fragmentation_pct = cluster.bins.means(1)
+    run.frag_rate_pct = cluster.bins.means(2)
     return run
+
+
+class _Replay:
+    """The replay's copy of the cluster, with the totals each task's outcome updates incrementally.
+
+    Fragmentation is kept per node and summed as nodes change, so recording a
+    task costs one node's measure, not the cluster's.
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeState],
+        chooser: NodeChooser | None,
+        shapes: Sequence[Shape],
+        *,
+        keep_placements: bool,
+    ) -> None:
+        self.states = [n.copy() for n in nodes]
+        self.index_of = {id(n): i for i, n in enumerate(self.states)}
+        self.chooser = chooser
+        self.tracked = TrackedChooser(chooser, self.states) if isinstance(chooser, ScoredChooser) else None
+        self.keep_placements = keep_placements
+        self.capacity = sum(FULL_GPU_MILLI * sum(1 for h in n.healthy if h) for n in self.states)
+        self.meter = FragMeter(shapes)
+        self.node_frag = [self.meter.node(n) for n in self.states]
+        self.frag_total = sum(self.node_frag)
+        self.used = self.capacity - sum(n.free_gpu_milli for n in self.states)
+        self.arrived = 0
+        self.bins = _Bins(MAX_PERCENT + 1)
+        self.all_indices = list(range(len(self.states)))
+        self.by_products: dict[frozenset[str], list[int]] = {}
+
+    def eligible(self, req: PodRequest) -> list[int]:
+        """Indices of the nodes whose GPU model the task accepts (all, without a ``gpu_spec``)."""
+        allowed = products_of(req)
+        if not allowed:
+            return self.all_indices
+        if allowed not in self.by_products:
+            self.by_products[allowed] = [i for i in self.all_indices if self.states[i].product in allowed]
+        return self.by_products[allowed]
+
+    def choose(self, req: PodRequest) -> tuple[NodeState, list[int]] | None:
+        """The online policy's choice for one task."""
+        if self.tracked is not None:
+            hit = self.tracked.choose(self.eligible(req), req)
+            return None if hit is None else (self.states[hit[0]], hit[1])
+        assert self.chooser is not None
+        return self.chooser.choose([self.states[i] for i in self.eligible(req)], req)
+
+    def book(
+        self, run: SeedRun, pod: int, req: PodRequest, choice: tuple[NodeState, list[int]] | None
+    ) -> None:
+        """Apply one task's outcome (placed or failed) and record the metrics after it."""
+        self.arrived += req.gpu_milli_total
+        run.arrived_pods += 1
+        if choice is None:
+            run.failed_pods += 1
+            run.failed_gpus += req.gpu_milli_total / FULL_GPU_MILLI
+            if self.keep_placements:
+                run.placements.append(Placement(pod, -1, ()))
+        else:
+            node, gpus = choice
+            node.take(req, gpus)
+            i = self.index_of[id(node)]
+            if self.tracked is not None:
+                self.tracked.invalidate(i)
+            new_frag = self.meter.node(node)
+            self.frag_total += new_frag - self.node_frag[i]
+            self.node_frag[i] = new_frag
+            self.used += req.gpu_milli_total
+            run.placed_pods += 1
+            if self.keep_placements:
+                run.placements.append(Placement(pod, i, tuple(gpus)))
+        capacity = self.capacity
+        idle = capacity - self.used
+        frag_milli = self.frag_total * FULL_GPU_MILLI
+        self.bins.add(
+            _round_half_up(100.0 * self.arrived / capacity),
+            (
+                100.0 * self.used / capacity,
+                100.0 * frag_milli / capacity,
+                100.0 * frag_milli / idle if idle > 0 else 0.0,
+            ),
+        )
 
 
 def idle_breakdown(states: Sequence[NodeState]) -> tuple[float, list[float]]:

@@ -49,6 +49,7 @@ class TracePod:
 
 
 def pod_file(workload: str) -> str:
+    """The task file of one workload, as the trace names it."""
     return f"openb_pod_list_{workload}.csv"
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from optsched.bench.cli import main, parse_seeds
+from optsched.bench.cli import main
 from optsched.bench.expected import ALLOCATION_FILE, load_expected
+from optsched.bench.options import parse_seeds
 from optsched.errors import InputError
 from tests.bench.conftest import write_synthetic
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from optsched.bench.cli import main
-from optsched.bench.topology import RACK, generate_jobs, simulate, synthetic_cluster
+from optsched.bench.topology import simulate
+from optsched.bench.topology_cluster import RACK, generate_jobs, synthetic_cluster
 
 
 def test_cluster_has_racks_blocks_and_islands() -> None:
