@@ -19,7 +19,7 @@ class ModuleSettings(_Strict):
     """Switch and weight of one model module."""
 
     enabled: bool = True
-    """Off removes the module's constraints and objective terms from the model."""
+    """Off removes the rule's limit or preference (:class:`ModuleSwitches` says what stays)."""
     weight: int = Field(default=1, ge=0)
     """Multiplies the module's objective terms inside its lexicographic stage."""
 
@@ -59,12 +59,13 @@ class AgeingSettings(_Strict):
 
 
 class ModuleSwitches(_Strict):
-    """One entry per model module; see ``optsched.solver.modules``.
+    """One entry per switchable rule of the model; see ``optsched.solver.modules``.
 
-    Node filtering and node capacity have no switch: a plan that ignores what a
-    node has is never valid. Required topology and ``nvlink: required`` are the
-    job's own demands and stay hard when the topology or NVLink preference is
-    switched off.
+    Candidate nodes, node capacity and one flavor per PodSet have no switch: a
+    plan that ignores what a node has, or names two flavors for one PodSet, is
+    never valid. Required topology and ``nvlink: required`` are the job's own
+    demands and stay hard when the topology or NVLink preference is switched
+    off; switching gangs off admits partial gangs instead.
     """
 
     gang: ModuleSettings = ModuleSettings()

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from optsched.errors import InputError
 from optsched.model.snapshot import Snapshot
+from optsched.snapshot.build import load_snapshot, snapshot_from_objects
 
 EXAMPLE = "cluster-small.yaml"
 PROG = "optsched"
@@ -85,8 +86,6 @@ def live_objects(kubeconfig: str, namespaces: Sequence[str]) -> list[dict[str, A
 
 def load_input(args: argparse.Namespace) -> Snapshot:
     """The snapshot the verb works on: a file, a live cluster, or the bundled example."""
-    from optsched.snapshot.build import load_snapshot, snapshot_from_objects
-
     if getattr(args, "kubeconfig", None) is not None:
         objects = live_objects(args.kubeconfig, args.namespace)
         source = f"cluster via {args.kubeconfig or 'the default kubeconfig'}"

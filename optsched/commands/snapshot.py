@@ -14,6 +14,7 @@ from typing import Any
 
 from optsched.commands.common import add_source_arguments, live_objects, say
 from optsched.errors import InputError
+from optsched.snapshot.documents import dump_objects
 from optsched.snapshot.kubeyaml import dump_yaml
 
 
@@ -35,8 +36,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from optsched.snapshot.documents import dump_objects
-
     kubeconfig = args.kubeconfig if args.kubeconfig is not None else ""
     objects = live_objects(kubeconfig, args.namespace)
     counts = Counter(str(o.get("kind")) for o in objects)

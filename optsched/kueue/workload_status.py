@@ -71,7 +71,6 @@ class CheckEntry:
     state: str
     message: str = ""
     last_transition_time: str = ""
-    has_pod_set_updates: bool = False
 
 
 def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> CheckEntry | None:
@@ -84,7 +83,6 @@ def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> Chec
                 state=str(entry.get("state", "")),
                 message=str(entry.get("message", "")),
                 last_transition_time=str(entry.get("lastTransitionTime", "")),
-                has_pod_set_updates=bool(entry.get("podSetUpdates")),
             )
     return None
 
@@ -165,15 +163,6 @@ def quota_reserved_since(workload: Mapping[str, Any]) -> datetime | None:
     return parse_time(cond.get("lastTransitionTime"))
 
 
-def pod_set_templates(workload: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """PodSet name -> pod template (``spec.podSets[].template``)."""
-    out: dict[str, dict[str, Any]] = {}
-    for raw in _list(_map(workload.get("spec")).get("podSets")):
-        if isinstance(raw, dict):
-            out[str(raw.get("name") or "main")] = _map(raw.get("template"))
-    return out
-
-
 def cluster_queue_of(workload: Mapping[str, Any], local_queues: Mapping[tuple[str, str], str]) -> str | None:
     """The ClusterQueue of a workload: its reservation's, else its LocalQueue's."""
     admission = _map(_map(workload.get("status")).get("admission"))
@@ -194,23 +183,4 @@ def local_queue_index(objects: Iterable[Mapping[str, Any]]) -> dict[tuple[str, s
             cq = _map(obj.get("spec")).get("clusterQueue")
             if isinstance(cq, str):
                 out[(str(m.get("namespace", "default")), str(m.get("name", "")))] = cq
-    return out
-
-
-def cluster_queues_with_checks(objects: Iterable[Mapping[str, Any]], check_names: Iterable[str]) -> set[str]:
-    """ClusterQueues that require one of our admission checks."""
-    wanted = set(check_names)
-    out: set[str] = set()
-    for obj in objects:
-        if obj.get("kind") != "ClusterQueue":
-            continue
-        spec = _map(obj.get("spec"))
-        names = [
-            c.get("name")
-            for c in _list(_map(spec.get("admissionChecksStrategy")).get("admissionChecks"))
-            if isinstance(c, dict)
-        ]
-        names += [c for c in _list(spec.get("admissionChecks")) if isinstance(c, str)]
-        if wanted.intersection(n for n in names if isinstance(n, str)):
-            out.add(str(meta(obj).get("name", "")))
     return out
