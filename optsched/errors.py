@@ -2,6 +2,18 @@
 
 Every error a user can cause names the file, the object and the field, so the
 CLI can print one line and exit 2 instead of a traceback.
+
+The errors optsched raises::
+
+    OptschedError
+    ├── InputError             bad input or usage: the CLI exits 2
+    └── PlanValidationError    a plan broke a hard constraint: a bug, never applied (exit 1)
+
+    kube.client.ApiError       the API server answered with an error (status 0: no answer at all)
+    controller.records.RecordError
+                               a placement record on a Workload cannot be read (reported, re-planned)
+    solver.assign.AssignmentError
+                               solver counts that cannot become GPU indices: a model bug
 """
 
 from __future__ import annotations
