@@ -9,14 +9,10 @@ these answers; ``check_plan`` re-derives its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import TypeVar, cast
 
-from optsched.capacity.state import NodeState
 from optsched.model.snapshot import Node, PodSet, ResourceFlavor, Snapshot, Taint, Toleration, Workload
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -135,9 +131,6 @@ class CandidateCache:
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self._memo: dict[Hashable, list[Candidates]] = {}
-        self._empty: dict[str, NodeState] = {}
-        self._answers: dict[Hashable, object] = {}
-        self._kept: dict[int, object] = {}
 
     def get(self, workload: Workload, ps: PodSet) -> list[Candidates]:
         flavors = flavors_of(self.snapshot, workload, ps)
@@ -154,20 +147,3 @@ class CandidateCache:
         if hit is None:
             hit = self._memo[key] = [_eligible(self.snapshot, flavor, ps) for flavor in flavors]
         return hit
-
-    def remember(self, key: Hashable, compute: Callable[[], _T]) -> _T:
-        """``compute()`` once per key (for answers that depend only on a PodSet's shape and a state)."""
-        if key not in self._answers:
-            self._answers[key] = compute()
-        return cast(_T, self._answers[key])
-
-    def keep(self, value: object) -> None:
-        """Hold ``value`` as long as the cache, so answers keyed by its ``id`` cannot go stale."""
-        self._kept.setdefault(id(value), value)
-
-    def empty_state(self, node: Node) -> NodeState:
-        """The node with nothing running (for "can this ever fit")."""
-        state = self._empty.get(node.name)
-        if state is None:
-            state = self._empty[node.name] = NodeState.from_node(node)
-        return state

@@ -6,6 +6,7 @@ from collections.abc import Hashable, Sequence
 
 from optsched.capacity.eligibility import Candidates
 from optsched.capacity.fit import pods_that_fit
+from optsched.capacity.fragmentation import request_key
 from optsched.capacity.state import NodeState
 from optsched.model.snapshot import FULL_GPU_MILLI, Node, PodSet, Snapshot, Workload
 from optsched.topology.domains import domain_of
@@ -19,21 +20,13 @@ PerPodSet = list[tuple[PodSet, list[Candidates]]]
 
 def shape_key(ps: PodSet, cands: list[Candidates]) -> Hashable:
     """Everything a capacity answer for ``ps`` depends on besides the free state."""
-    req = ps.request
     return (
         id(cands),
         ps.needed,
         ps.required_topology,
         ps.allow_mixed_products,
         ps.nvlink_required,
-        (
-            req.cpu_milli,
-            req.memory_mib,
-            req.gpus,
-            req.gpu_milli,
-            req.gpu_mem_mib,
-            tuple(sorted(req.extended.items())),
-        ),
+        request_key(ps.request),
     )
 
 
