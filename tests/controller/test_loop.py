@@ -87,12 +87,18 @@ def test_next_cycle_does_not_double_book_what_was_admitted():
     assert result.decisions.of_kind("admit") == []
 
 
-def test_gated_pods_of_ready_workloads_are_pinned_in_the_cycle():
-    first = [*o.base_objects(o.node("n1")), o.workload("a", count=2, gpus=4)]
-    ctl = controller(first)
+def admit_first(count: int = 2, gpus: int = 4) -> tuple[str, str]:
+    """Run one cycle that admits workload ``a``; its placement record and plan id as written."""
+    ctl = controller([*o.base_objects(o.node("n1")), o.workload("a", count=count, gpus=gpus)])
     asyncio.run(ctl.cycle())
     annotation = ctl.writer.sent[0].body["metadata"]["annotations"][PLACEMENT_ANNOTATION]
     plan_id = record_of({"metadata": {"annotations": {PLACEMENT_ANNOTATION: annotation}}}).plan_id
+    assert plan_id
+    return annotation, plan_id
+
+
+def test_gated_pods_of_ready_workloads_are_pinned_in_the_cycle():
+    annotation, plan_id = admit_first()
     objects = [
         *o.base_objects(o.node("n1")),
         o.workload("a", count=2, gpus=4, check="Ready", admitted=True, record=annotation),
@@ -174,11 +180,7 @@ def test_an_unchanged_cluster_is_not_solved_again():
 
 
 def test_a_cycle_runs_five_timed_phases_and_only_the_last_one_writes():
-    first = [*o.base_objects(o.node("n1")), o.workload("a", count=2, gpus=4)]
-    ctl = controller(first)
-    asyncio.run(ctl.cycle())
-    annotation = ctl.writer.sent[0].body["metadata"]["annotations"][PLACEMENT_ANNOTATION]
-    plan_id = record_of({"metadata": {"annotations": {PLACEMENT_ANNOTATION: annotation}}}).plan_id
+    annotation, plan_id = admit_first()
     objects = [
         *o.base_objects(o.node("n1"), o.node("n2")),
         o.workload("a", count=2, gpus=4, check="Ready", admitted=True, record=annotation),
