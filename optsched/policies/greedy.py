@@ -25,7 +25,7 @@ from optsched.errors import InputError
 from optsched.kueue.quota import QuotaLedger, pod_quota_amounts, scaled
 from optsched.model.names import HOSTNAME_LABEL
 from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
-from optsched.model.snapshot import ClusterQueue, Node, PodSet, Snapshot, Workload
+from optsched.model.snapshot import FULL_GPU_MILLI, ClusterQueue, Node, PodSet, Snapshot, Workload
 from optsched.policies.attempt import Attempt
 from optsched.policies.base import NodeChooser
 from optsched.policies.choosers import MostAllocated
@@ -344,7 +344,8 @@ class _Greedy:
             if s.pods > 0
             and s.cpu >= cpu
             and s.mem >= mem
-            and (not milli or s.free_gpu_milli >= milli)
+            # NodeState.free_gpu_milli, written out: this runs for every node and pod of a walk.
+            and (not milli or sum(s.gpu_milli) - s.unknown * FULL_GPU_MILLI >= milli)
             and not (known_only and s.unknown)
         ]
         if self.distinct and len(pool) > 1:
