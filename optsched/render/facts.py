@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from optsched.model.names import HOSTNAME_LABEL
-from optsched.model.plan import Plan, WorkloadDecision
+from optsched.model.plan import FlavorEligibility, Plan, WorkloadDecision
 from optsched.model.snapshot import FULL_GPU_MILLI, Node, PodRequest, Snapshot, Workload
 from optsched.render.text import NodeGpus, fmt_gpus
 
@@ -138,3 +138,28 @@ def occupancy(snapshot: Snapshot, plan: Plan) -> list[NodeCells]:
                         target.gpus[gpu].planned_milli += share
                         target.gpus[gpu].planned_by.append(label)
     return list(cells.values())
+
+
+def eligibility_lines(decision: WorkloadDecision) -> list[str]:
+    """Why nodes are out of reach for each PodSet, before counting what is free (from the plan).
+
+    Flavors with no eligible node are folded into one line when another flavor
+    has some, so a three-flavor queue does not triple the output.
+    """
+    by_pod_set: dict[str, list[FlavorEligibility]] = {}
+    for entry in decision.eligibility:
+        by_pod_set.setdefault(entry.pod_set, []).append(entry)
+    lines = []
+    for pod_set, per_flavor in by_pod_set.items():
+        usable = [e for e in per_flavor if e.eligible]
+        for entry in usable or per_flavor:
+            flavor = f" flavor {entry.flavor}" if entry.flavor is not None else ""
+            total = entry.eligible + sum(entry.excluded.values())
+            lines.append(f"podset {pod_set}{flavor}: {entry.eligible} of {total} nodes eligible")
+            worst = sorted(entry.excluded.items(), key=lambda kv: (-kv[1], kv[0]))
+            lines += [f"  excluded {n} node{'s' if n != 1 else ''}: {reason}" for reason, n in worst]
+        empty = [e.flavor for e in per_flavor if not e.eligible and e.flavor is not None and usable]
+        if empty:
+            noun = "flavor" if len(empty) == 1 else "flavors"
+            lines.append(f"podset {pod_set}: no eligible node in {noun} {', '.join(empty)}")
+    return lines

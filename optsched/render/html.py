@@ -17,6 +17,7 @@ from optsched.model.snapshot import FULL_GPU_MILLI, Snapshot
 from optsched.render.facts import (
     GpuCell,
     NodeCells,
+    eligibility_lines,
     group_key,
     node_groups,
     occupancy,
@@ -239,6 +240,9 @@ def _tables(snapshot: Snapshot, plan: Plan, colours: dict[str, str]) -> str:
         out.append("<table><tr><th>workload</th><th>priority</th><th>pods x GPUs</th><th>reason</th></tr>")
         for d in plan.deferred:
             reasons = "<br>".join(escape(r.message) for r in d.reasons) or "no reason recorded"
+            filters = "<br>".join(escape(line) for line in eligibility_lines(d))
+            if filters:
+                reasons += f'<div class="legend mono">{filters}</div>'
             out.append(
                 f'<tr><td>{escape(d.name)}</td><td class="num">{d.priority}</td>'
                 f"<td>{escape(pods_by_gpus(d, by_key.get(d.name)))}</td><td>{reasons}</td></tr>"

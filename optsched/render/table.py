@@ -7,9 +7,9 @@ cluster looks before and after. Plain aligned text; colour only on a TTY.
 
 from __future__ import annotations
 
-from optsched.model.plan import FlavorEligibility, Plan, PlanStatus, WorkloadDecision
+from optsched.model.plan import Plan, PlanStatus
 from optsched.model.snapshot import Snapshot, Workload
-from optsched.render.facts import node_groups, pods_by_gpus, workloads_by_key
+from optsched.render.facts import eligibility_lines, node_groups, pods_by_gpus, workloads_by_key
 from optsched.render.text import (
     compact_nodes,
     fmt_gpus,
@@ -49,31 +49,6 @@ def _header(plan: Plan, color: bool) -> list[str]:
     if plan.objective:
         stages = ", ".join(f"{name} {value:g}" for name, value in plan.objective.items())
         lines.append(f"objective (highest stage first): {stages}")
-    return lines
-
-
-def _eligibility_lines(decision: WorkloadDecision) -> list[str]:
-    """Why nodes are out of reach for each PodSet, before counting what is free (from the plan).
-
-    Flavors with no eligible node are folded into one line when another flavor
-    has some, so a three-flavor queue does not triple the output.
-    """
-    by_pod_set: dict[str, list[FlavorEligibility]] = {}
-    for entry in decision.eligibility:
-        by_pod_set.setdefault(entry.pod_set, []).append(entry)
-    lines = []
-    for pod_set, per_flavor in by_pod_set.items():
-        usable = [e for e in per_flavor if e.eligible]
-        for entry in usable or per_flavor:
-            flavor = f" flavor {entry.flavor}" if entry.flavor is not None else ""
-            total = entry.eligible + sum(entry.excluded.values())
-            lines.append(f"podset {pod_set}{flavor}: {entry.eligible} of {total} nodes eligible")
-            worst = sorted(entry.excluded.items(), key=lambda kv: (-kv[1], kv[0]))
-            lines += [f"  excluded {n} node{'s' if n != 1 else ''}: {reason}" for reason, n in worst]
-        empty = [e.flavor for e in per_flavor if not e.eligible and e.flavor is not None and usable]
-        if empty:
-            noun = "flavor" if len(empty) == 1 else "flavors"
-            lines.append(f"podset {pod_set}: no eligible node in {noun} {', '.join(empty)}")
     return lines
 
 
@@ -159,7 +134,7 @@ def _why_lines(plan: Plan, width: int) -> list[str]:
         for reason in decision.reasons:
             first, *rest = _wrap_words(reason.message, max(MIN_TEXT_WIDTH, width - 6)).split("\n")
             lines += [f"    {first}", *(f"      {line}" for line in rest)]
-        lines += [f"    {line}" for line in _eligibility_lines(decision)]
+        lines += [f"    {line}" for line in eligibility_lines(decision)]
     return lines
 
 

@@ -90,5 +90,7 @@ def test_hover_titles_name_pod_and_workload(small_snapshot: Snapshot, small_plan
 def test_tables_and_fragmentation_present(small_snapshot: Snapshot, small_plan: Plan) -> None:
     text = render_html(small_snapshot, small_plan)
     assert DEFER_REASON in text
+    # The same node-filter diagnosis --explain prints.
+    assert "podset main: 3 of 5 nodes eligible" in text
     assert "3.50 → 1.25" in text
     assert "topology-rack=r1" in text
