@@ -1,9 +1,10 @@
 """The snapshot's free capacity and quota usage, read once per plan.
 
-A plan needs the same two facts in several places: the greedy walk books pods
+A plan needs the same facts in several places: the greedy walk books pods
 on them, the solver bounds its variables by them, the plan builder measures
 before and after against them and the deferral reasons attribute shortfalls
-with them. :class:`Baseline` builds each once; whoever changes them works on a
+with them, and all of them ask which nodes each PodSet may use.
+:class:`Baseline` builds each once; whoever changes capacity or quota works on a
 copy (:meth:`ClusterState.copy`, :meth:`QuotaLedger.copy`), so one plan never
 re-reads the snapshot's capacity or quota.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from optsched.capacity.eligibility import CandidateCache
 from optsched.capacity.state import ClusterState
 from optsched.kueue.quota import QuotaLedger
 from optsched.model.snapshot import Snapshot
@@ -24,10 +26,17 @@ class Baseline:
     snapshot: Snapshot
     state: ClusterState
     ledger: QuotaLedger
+    eligibility: CandidateCache
+    """Which nodes each PodSet shape may use: a memo the greedy walk, the solver and the reasons share."""
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> Baseline:
-        return cls(snapshot, ClusterState.from_snapshot(snapshot), QuotaLedger.from_snapshot(snapshot))
+        return cls(
+            snapshot,
+            ClusterState.from_snapshot(snapshot),
+            QuotaLedger.from_snapshot(snapshot),
+            CandidateCache(snapshot),
+        )
 
     @classmethod
     def reuse(cls, snapshot: Snapshot, baseline: Baseline | None) -> Baseline:

@@ -133,17 +133,26 @@ class CandidateCache:
         self._memo: dict[Hashable, list[Candidates]] = {}
 
     def get(self, workload: Workload, ps: PodSet) -> list[Candidates]:
-        flavors = flavors_of(self.snapshot, workload, ps)
-        req = ps.request
-        key = (
-            tuple(f.name if f is not None else None for f in flavors),
-            tuple(sorted(ps.node_selector.items())),
-            ps.affinity_terms,
-            ps.tolerations,
-            ps.nvlink_required,
-            (req.cpu_milli, req.memory_mib, req.gpus, req.gpu_mem_mib, tuple(sorted(req.extended.items()))),
-        )
+        """Eligible nodes of ``ps`` per flavor its workload may use."""
+        return self.for_flavors(flavors_of(self.snapshot, workload, ps), ps)
+
+    def for_flavors(self, flavors: list[ResourceFlavor | None], ps: PodSet) -> list[Candidates]:
+        """Eligible nodes of ``ps`` per flavor of ``flavors``, in their order."""
+        key = eligibility_key(flavors, ps)
         hit = self._memo.get(key)
         if hit is None:
             hit = self._memo[key] = [_eligible(self.snapshot, flavor, ps) for flavor in flavors]
         return hit
+
+
+def eligibility_key(flavors: list[ResourceFlavor | None], ps: PodSet) -> Hashable:
+    """Everything :func:`node_verdict` reads of a PodSet and its flavors (names stand for flavors)."""
+    req = ps.request
+    return (
+        tuple(f.name if f is not None else None for f in flavors),
+        tuple(sorted(ps.node_selector.items())),
+        ps.affinity_terms,
+        ps.tolerations,
+        ps.nvlink_required,
+        (req.cpu_milli, req.memory_mib, req.gpus, req.gpu_mem_mib, tuple(sorted(req.extended.items()))),
+    )

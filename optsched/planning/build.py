@@ -99,11 +99,11 @@ def build_plan(
     base = Baseline.reuse(snapshot, baseline)
     after = base.state.copy()
     build_warnings = apply_placement(snapshot, placement, after)
-    context = _context(snapshot, placement, base)
-    cache = context.candidates(snapshot)
+    ordered = sorted(snapshot.workloads, key=lambda w: w.queue_key)
+    context = _context(snapshot, placement, base, ordered)
     decisions = []
-    for workload in sorted(snapshot.workloads, key=lambda w: w.queue_key):
-        eligibility = _eligibility(cache, workload)
+    for workload in ordered:
+        eligibility = _eligibility(base.eligibility, workload)
         assignment = placement.admitted.get(workload.key)
         if assignment is not None:
             decisions.append(_admit(workload, assignment, eligibility))
@@ -133,15 +133,16 @@ def build_plan(
     )
 
 
-def _context(snapshot: Snapshot, placement: Placement, base: Baseline) -> PlanContext:
+def _context(
+    snapshot: Snapshot, placement: Placement, base: Baseline, ordered: list[Workload]
+) -> PlanContext:
     """What the reasons need to know of the plan: capacity before, quota before and after, admissions."""
-    ordered = sorted(snapshot.workloads, key=lambda w: w.queue_key)
     return PlanContext(
         state_before=base.state,
         ledger_before=base.ledger,
         ledger_after=quota_after(snapshot, placement, base.ledger),
         admitted=[(w, _nodes_of(placement.admitted[w.key])) for w in ordered if w.key in placement.admitted],
-        cache=CandidateCache(snapshot),
+        cache=base.eligibility,
         admitted_flavors={
             key: frozenset(f for f in assignment.flavors.values() if f)
             for key, assignment in placement.admitted.items()

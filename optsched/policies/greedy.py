@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 from optsched.capacity.baseline import Baseline
-from optsched.capacity.eligibility import CandidateCache, Candidates
+from optsched.capacity.eligibility import Candidates
 from optsched.capacity.fit import pods_that_fit
 from optsched.capacity.fragmentation import node_key
 from optsched.capacity.state import NodeState
@@ -95,7 +95,7 @@ class _Greedy:
         self.state = baseline.state.copy()
         self.ledger = baseline.ledger.copy()
         self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
-        self.cache = CandidateCache(snapshot)
+        self.cache = baseline.eligibility
         self.keys: dict[str, Hashable] = {}
         self.product = {n.name: n.product for n in snapshot.nodes}
         self.free: dict[str, int] = {}

@@ -1,7 +1,7 @@
 """Candidate nodes: which nodes each PodSet may use, and how many of its pods fit on each.
 
-Eligibility is kube-scheduler's and Kueue's (``node_verdict`` per allowed
-flavor) plus what is free now: a node that cannot take even one pod is
+Eligibility is kube-scheduler's and Kueue's (the plan's shared
+``CandidateCache``, per allowed flavor) plus what is free now: a node that cannot take even one pod is
 dropped. On a large cluster a PodSet keeps a bounded candidate list so the
 model stays small:
 
@@ -25,7 +25,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from optsched.capacity.eligibility import node_verdict
+from optsched.capacity.eligibility import CandidateCache, eligibility_key
 from optsched.capacity.fit import pods_that_fit
 from optsched.capacity.fragmentation import request_key
 from optsched.capacity.state import ClusterState, NodeState
@@ -69,14 +69,22 @@ class _Pick:
 class CandidateFinder:
     """Chooses the candidate nodes of PodSets one after another (the rotating start is shared)."""
 
-    def __init__(self, snapshot: Snapshot, settings: Settings, state: ClusterState, domain: DomainOf) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        settings: Settings,
+        state: ClusterState,
+        domain: DomainOf,
+        eligibility: CandidateCache,
+    ) -> None:
         self._snapshot = snapshot
+        self._eligibility = eligibility
+        self._index = {node.name: i for i, node in enumerate(snapshot.nodes)}
         self._settings = settings
         self._nodes = state.nodes
         self._domain = domain
         self._free = [n.free_gpu_milli for n in state.nodes]
         self._partial = [_partly_used(n) for n in state.nodes]
-        self._eligible: dict[Hashable, list[int]] = {}
         self._ub: dict[Hashable, list[int]] = {}
         self._order: dict[Hashable, list[int]] = {}
         self._cursor: dict[Hashable, float] = {}
@@ -112,28 +120,6 @@ class CandidateFinder:
 
     # -- eligibility ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _signature(pod_set: PodSet) -> str:
-        """What node eligibility depends on: everything but names, counts and topology."""
-        return pod_set.model_copy(
-            update={
-                "name": "",
-                "count": 1,
-                "min_count": None,
-                "required_topology": None,
-                "preferred_topology": None,
-                "allow_mixed_products": False,
-            }
-        ).model_dump_json()
-
-    def _eligible_nodes(self, pod_set: PodSet, flavor: ResourceFlavor | None, signature: str) -> list[int]:
-        key = (flavor.model_dump_json() if flavor is not None else None, signature)
-        if key not in self._eligible:
-            self._eligible[key] = [
-                i for i, node in enumerate(self._snapshot.nodes) if node_verdict(node, pod_set, flavor).ok
-            ]
-        return self._eligible[key]
-
     def _upper_bounds(self, pod_set: PodSet) -> list[int]:
         req = pod_set.request
         key = (request_key(req), pod_set.nvlink_required)
@@ -147,15 +133,17 @@ class CandidateFinder:
         self, pod_set: PodSet, flavors: list[ResourceFlavor | None]
     ) -> tuple[Hashable, dict[int, tuple[str | None, ...]], list[int]]:
         """Nodes that could take a pod now (-> the flavors accepting them) and the partly used ones."""
-        signature = self._signature(pod_set)
-        group = (tuple(f.name if f is not None else None for f in flavors), signature)
+        # One shape: what node filtering reads, and what the upper bounds read.
+        group = (eligibility_key(flavors, pod_set), request_key(pod_set.request))
         if group not in self._usable_cache:
             ub_all = self._upper_bounds(pod_set)
             flavors_of: dict[int, tuple[str | None, ...]] = {}
-            for flavor in flavors:
-                for n in self._eligible_nodes(pod_set, flavor, signature):
+            for eligible in self._eligibility.for_flavors(flavors, pod_set):
+                name = eligible.flavor.name if eligible.flavor is not None else None
+                for node in eligible.nodes:
+                    n = self._index[node.name]
                     if ub_all[n] > 0:
-                        flavors_of[n] = (*flavors_of.get(n, ()), flavor.name if flavor is not None else None)
+                        flavors_of[n] = (*flavors_of.get(n, ()), name)
             partial = sorted((n for n in flavors_of if self._partial[n]), key=lambda n: (self._free[n], n))
             self._usable_cache[group] = (flavors_of, partial)
         flavors_of, partial = self._usable_cache[group]

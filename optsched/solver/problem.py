@@ -147,7 +147,7 @@ def build_problem(
     state = base.state
     window = choose_window(snapshot, settings, state, greedy, previous)
     domains = Domains(snapshot, settings)
-    finder = CandidateFinder(snapshot, settings, state, domains.of)
+    finder = CandidateFinder(snapshot, settings, state, domains.of, base.eligibility)
     newest = max((w.created for w in snapshot.workloads), default=None)
     workloads: list[PlannedWorkload] = []
     count = 0

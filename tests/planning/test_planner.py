@@ -88,3 +88,25 @@ def test_one_plan_reads_the_snapshots_capacity_and_quota_once(
     monkeypatch.setattr(QuotaLedger, "from_snapshot", classmethod(count_ledger))
     planning.plan(SNAP, policy=name)
     assert calls == {"state": 1, "ledger": 1}
+
+
+@pytest.mark.parametrize("name", ["optimizer", "bestfit"])
+def test_one_plan_filters_the_nodes_once_per_podset_shape(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The greedy walk, the solver's candidates and the reasons share one eligibility memo per plan.
+    import optsched.capacity.eligibility as eligibility
+
+    calls = {"n": 0}
+    filter_nodes = eligibility._eligible
+
+    def counted(*args: object) -> object:
+        calls["n"] += 1
+        return filter_nodes(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(eligibility, "_eligible", counted)
+    planning.plan(SNAP, policy=name)
+    shapes = {
+        eligibility.eligibility_key(eligibility.flavors_of(SNAP, w, ps), ps)
+        for w in SNAP.workloads
+        for ps in w.pod_sets
+    }
+    assert calls["n"] == len(shapes) > 0
