@@ -46,8 +46,9 @@ from optsched.controller.inputs import PlanningInput, Report
 from optsched.controller.options import DeferPolicy, Options
 from optsched.controller.pinning import PodPin, pins_for, ready_records
 from optsched.controller.records import PlacementRecord, record_from_decision
-from optsched.controller.views import OurCheck, PodView, WorkloadView, by_plan
+from optsched.controller.views import PodView, WorkloadView, by_plan
 from optsched.kueue import workload_status as ks
+from optsched.kueue.workload_status import CheckEntry
 from optsched.model.names import KUEUE_API, PLAN_ID_LABEL, PODSET_LABEL, PRODUCT_LABEL
 from optsched.model.plan import Decision, Plan
 from optsched.model.reasons import Reason, ReasonCode
@@ -229,7 +230,7 @@ def _message(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
 
 
-def _update(check: OurCheck, state: CheckState, message: str, facts: _Facts, **extra: Any) -> CheckUpdate:
+def _update(check: CheckEntry, state: CheckState, message: str, facts: _Facts, **extra: Any) -> CheckUpdate:
     """Our entry in ``state``; its transition time moves only when the state does."""
     same = check.state == state and check.last_transition_time
     return CheckUpdate(
@@ -241,7 +242,7 @@ def _update(check: OurCheck, state: CheckState, message: str, facts: _Facts, **e
     )
 
 
-def _ready(view: WorkloadView, check: OurCheck, facts: _Facts) -> WorkloadAction | None:
+def _ready(view: WorkloadView, check: CheckEntry, facts: _Facts) -> WorkloadAction | None:
     """An admitted workload is sent back only when a node planned for a pod not bound yet is gone."""
     if view.record is None:
         return None
@@ -271,7 +272,7 @@ def _lost_nodes(record: PlacementRecord, pods: Iterable[PodView], nodes: Mapping
     return sorted(lost)
 
 
-def _malformed(view: WorkloadView, check: OurCheck, facts: _Facts) -> WorkloadAction | None:
+def _malformed(view: WorkloadView, check: CheckEntry, facts: _Facts) -> WorkloadAction | None:
     message = f"optsched cannot plan this workload: {view.problem}"
     if check.message == _message(message):
         return None
@@ -284,7 +285,7 @@ def _malformed(view: WorkloadView, check: OurCheck, facts: _Facts) -> WorkloadAc
 
 
 def _admit(
-    view: WorkloadView, workload: Workload, check: OurCheck, record: PlacementRecord, facts: _Facts
+    view: WorkloadView, workload: Workload, check: CheckEntry, record: PlacementRecord, facts: _Facts
 ) -> WorkloadAction:
     nodes = sorted({s.node for slots in record.pod_sets.values() for s in slots})
     shown = ", ".join(nodes[:8]) + (f" and {len(nodes) - 8} more" if len(nodes) > 8 else "")
@@ -298,7 +299,7 @@ def _admit(
     )
 
 
-def _defer(view: WorkloadView, check: OurCheck, reasons: list[Reason], facts: _Facts) -> WorkloadAction:
+def _defer(view: WorkloadView, check: CheckEntry, reasons: list[Reason], facts: _Facts) -> WorkloadAction:
     """Keep waiting with the plan's reasons, or send the quota back once the hold time is over."""
     since = view.quota_reserved_since
     waited = (facts.now - since).total_seconds() if since is not None else 0.0

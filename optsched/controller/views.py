@@ -34,17 +34,6 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True)
-class OurCheck:
-    """Our entry of the Workload's ``status.admissionChecks``."""
-
-    name: str
-    state: CheckState | None
-    """None for a state Kueue does not define (the workload is then left alone)."""
-    message: str = ""
-    last_transition_time: str = ""
-
-
-@dataclass(frozen=True)
 class WorkloadView:
     """One Workload as the controller sees it."""
 
@@ -53,7 +42,7 @@ class WorkloadView:
     uid: str
     resource_version: str
     api_version: str
-    check: OurCheck | None
+    check: ks.CheckEntry | None
     """Our check's entry; None on workloads that do not wait on one of our checks."""
     lifecycle: ks.Lifecycle
     holds_quota: bool
@@ -84,14 +73,6 @@ class WorkloadView:
             and self.check is not None
             and self.check.state == CheckState.PENDING
         )
-
-
-def _our_check(obj: Mapping[str, Any], check_names: Iterable[str]) -> OurCheck | None:
-    entry = ks.check_entry(obj, check_names)
-    if entry is None:
-        return None
-    state = CheckState(entry.state) if entry.state in CheckState._value2member_map_ else None
-    return OurCheck(entry.name, state, entry.message, entry.last_transition_time)
 
 
 def read_workload(
@@ -126,7 +107,7 @@ def read_workload(
         uid=str(m.get("uid", "")),
         resource_version=str(m.get("resourceVersion", "")),
         api_version=str(obj.get("apiVersion", "")),
-        check=_our_check(obj, check_names),
+        check=ks.check_entry(obj, check_names),
         lifecycle=ks.lifecycle(obj),
         holds_quota=ks.holds_quota(obj),
         quota_reserved_since=ks.quota_reserved_since(obj),

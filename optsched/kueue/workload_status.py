@@ -68,7 +68,8 @@ class CheckEntry:
     """Our entry of ``status.admissionChecks`` on one Workload."""
 
     name: str
-    state: str
+    state: CheckState | None
+    """None for a state Kueue does not define (the workload is then left alone)."""
     message: str = ""
     last_transition_time: str = ""
 
@@ -78,9 +79,10 @@ def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> Chec
     wanted = set(check_names)
     for entry in _list(_map(workload.get("status")).get("admissionChecks")):
         if isinstance(entry, dict) and entry.get("name") in wanted:
+            state = str(entry.get("state", ""))
             return CheckEntry(
                 name=str(entry["name"]),
-                state=str(entry.get("state", "")),
+                state=CheckState(state) if state in CheckState._value2member_map_ else None,
                 message=str(entry.get("message", "")),
                 last_transition_time=str(entry.get("lastTransitionTime", "")),
             )
