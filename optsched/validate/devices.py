@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from optsched.model.placement import PodPlacement
-from optsched.model.snapshot import FULL_GPU_MILLI, Node, NodeUsage, PodRequest, PodSet, Snapshot
+from optsched.model.snapshot import FULL_GPU_MILLI, Node, NodeUsage, PodSet, Snapshot
 
 
 @dataclass
@@ -31,10 +31,6 @@ class NodeLoad:
     share_mem: dict[int, int] = field(default_factory=dict)
     share_pods: dict[int, list[str]] = field(default_factory=dict)
     unindexed_shares: int = 0
-
-
-def _is_share(req: PodRequest) -> bool:
-    return req.gpus == 1 and (req.gpu_milli < FULL_GPU_MILLI or req.gpu_mem_mib > 0)
 
 
 class DeviceBook:
@@ -74,7 +70,7 @@ class DeviceBook:
 def _unindexed(where: str, ps: PodSet, usage: NodeUsage, load: NodeLoad) -> list[str]:
     """A GPU pod without indices: allowed only where in-use GPUs have unknown indices, or for shares."""
     req = ps.request
-    share = _is_share(req)
+    share = req.is_share
     violations = []
     if usage.unknown_index_gpus == 0 and not share:
         violations.append(
@@ -93,7 +89,7 @@ def _indexed(
     where: str, node: Node, ps: PodSet, pod: PodPlacement, usage: NodeUsage, load: NodeLoad
 ) -> list[str]:
     req = ps.request
-    share = _is_share(req)
+    share = req.is_share
     gpus = list(pod.gpus or ())
     violations = []
     if len(gpus) != req.gpus:
@@ -127,7 +123,7 @@ def _one_gpu(
     if gpu in load.whole:
         return [*violations, f"{where}: GPU {gpu} is also given whole to {load.whole[gpu]}"]
     req = ps.request
-    if _is_share(req):
+    if req.is_share:
         if usage.unknown_index_gpus and used_milli == 0 and used_mem == 0:
             violations.append(
                 f"{where}: GPU {gpu} looks free but may be held by one of the "

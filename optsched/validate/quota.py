@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from optsched.model.names import GPU_CORES_RESOURCE, GPU_MEM_RESOURCE, GPU_RESOURCE
-from optsched.model.snapshot import FULL_GPU_MILLI, ClusterQueue, PodSet, ResourceQuota, Snapshot
+from optsched.model.snapshot import ClusterQueue, PodSet, ResourceQuota, Snapshot
 
 Charges = dict[tuple[str, str, str], int]
 """(ClusterQueue, flavor, resource) -> what the plan adds there."""
@@ -103,13 +103,12 @@ def _quota(cq: ClusterQueue, flavor: str, resource: str) -> ResourceQuota | None
 def _quota_amounts(ps: PodSet, pods: int) -> dict[str, int]:
     """What ``pods`` pods of ``ps`` count against quota, per Kueue resource name."""
     req = ps.request
-    share = req.gpus == 1 and (req.gpu_milli < FULL_GPU_MILLI or req.gpu_mem_mib > 0)
     out = {"cpu": req.cpu_milli * pods, "memory": req.memory_mib * pods, "pods": pods}
     if req.gpus:
         out[GPU_RESOURCE] = req.gpus * pods
         if req.gpu_mem_mib:
             out[GPU_MEM_RESOURCE] = req.gpu_mem_mib * req.gpus * pods
-        if share:
+        if req.is_share:
             out[GPU_CORES_RESOURCE] = (req.gpu_milli // 10) * req.gpus * pods
     for name, amount in req.extended.items():
         out[name] = out.get(name, 0) + amount * pods
