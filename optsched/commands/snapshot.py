@@ -1,6 +1,6 @@
 """``optsched snapshot``: save a live cluster's state in the snapshot file format.
 
-Reads (never writes) Nodes, Pods that hold capacity, and Kueue objects, and
+Reads (never writes) Nodes, Pods that hold capacity, Namespaces and Kueue objects, and
 writes them as one ``v1 List`` that ``optsched plan --snapshot`` replays, so a
 live decision can be reproduced and debugged offline.
 """

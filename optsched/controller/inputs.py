@@ -7,7 +7,8 @@ Three jobs, all pure:
   the rest of the queue from admitting;
 * keep for planning only the workloads optsched decides: those of
   ClusterQueues that require our admission check and whose check is not
-  decided yet;
+  decided yet, holding back (deferred with Kueue's reason) those Kueue
+  cannot admit as their queues stand;
 * count the *assumed* usage of workloads we admitted whose pods are not bound
   yet (:class:`~optsched.model.snapshot.AssumedPod`, counted like bound pods),
   so the next plan does not hand the same GPUs out twice.
@@ -40,6 +41,7 @@ from optsched.snapshot.kueue_objects import (
 )
 from optsched.snapshot.nodes import parse_node
 from optsched.snapshot.pods import is_terminal, pod_request
+from optsched.snapshot.queue_state import with_admissibility
 
 
 @dataclass(frozen=True)
@@ -269,9 +271,11 @@ def build_input(
     )
     managed = managed_queues(snapshot, names)
     planned = [v.workload for v in views if v.workload is not None and _to_plan(v, managed)]
+    # The snapshot's workloads are the ones parsed into views, in Kueue's queue order; those Kueue
+    # cannot admit as their queues stand are held (our own checks exist: this controller serves them).
+    queued = snapshot.model_copy(update={"workloads": tuple(sorted(planned, key=lambda w: w.queue_key))})
     return PlanningInput(
-        # The snapshot's workloads are the ones parsed into views, in Kueue's queue order.
-        snapshot=snapshot.model_copy(update={"workloads": tuple(sorted(planned, key=lambda w: w.queue_key))}),
+        snapshot=with_admissibility(queued, facts, own_checks=names),
         workloads={v.key: v for v in views},
         pods=pod_views,
         reports=(*fact_reports, *reports),

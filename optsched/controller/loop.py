@@ -243,7 +243,7 @@ class Controller:
 
     async def plan(self, inp: PlanningInput) -> Plan | None:
         """Phase 3: a validated plan, or None when no workload waits on one."""
-        if not inp.actionable or not inp.snapshot.workloads:
+        if not inp.actionable or not (inp.snapshot.workloads or inp.snapshot.held):
             return None
         digest = hashlib.sha256(inp.snapshot.model_dump_json(exclude={"source"}).encode()).hexdigest()
         if self._last_plan is not None and self._last_plan[0] == digest:

@@ -29,6 +29,8 @@ class Kind:
     by_namespace: bool = False
     """Listed per requested namespace. Pods are not: they hold capacity whatever their namespace."""
     versions: tuple[str, ...] = ("v1",)
+    optional: bool = False
+    """A refused list is a note, not an error: plans stay right without it, only less checked."""
 
     def api_versions(self) -> list[str]:
         return [f"{self.group}/{v}" if self.group else v for v in self.versions]
@@ -37,6 +39,7 @@ class Kind:
 KINDS: tuple[Kind, ...] = (
     Kind("Node", "nodes"),
     Kind("Pod", "pods"),
+    Kind("Namespace", "namespaces", optional=True),
     Kind("ResourceFlavor", "resourceflavors", KUEUE_GROUP, versions=KUEUE_VERSIONS),
     Kind("Topology", "topologies", KUEUE_GROUP, versions=(*KUEUE_VERSIONS, "v1alpha1")),
     Kind("AdmissionCheck", "admissionchecks", KUEUE_GROUP, versions=KUEUE_VERSIONS),

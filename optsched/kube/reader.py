@@ -52,10 +52,12 @@ async def read_cluster(
     """Raw objects of every kind in :data:`KINDS`, cluster facts first, and notes on missing kinds.
 
     ``namespace`` (or several ``namespaces``) restricts the queue (LocalQueues
-    and Workloads); Nodes, Pods and cluster-scoped Kueue objects are always
-    read whole, because a pod in any namespace holds GPUs the plan must not
-    promise twice. Connection and authentication problems raise
-    :class:`~optsched.errors.InputError` naming the client's kubeconfig.
+    and Workloads); Nodes, Pods, Namespaces and cluster-scoped Kueue objects
+    are always read whole, because a pod in any namespace holds GPUs the plan
+    must not promise twice. Connection and authentication problems raise
+    :class:`~optsched.errors.InputError` naming the client's kubeconfig; a
+    refused list of an optional kind (Namespaces, read for ClusterQueue
+    namespace selectors) is only a note.
     """
     scopes: list[str | None] = list(namespaces) or [namespace]
     objects: list[dict[str, Any]] = []
@@ -68,6 +70,9 @@ async def read_cluster(
                 notes.append(str(exc))
                 break
             except ApiError as exc:
+                if kind.optional and exc.status == 403:
+                    notes.append(f"{kind.kind}: not readable ({exc.message}); not checked")
+                    break
                 what = exc.message if exc.unreachable else f"API server refused to list {kind.plural}: {exc}"
                 raise InputError(what, source=client.source, obj=kind.kind) from exc
     return Listing(objects, tuple(notes))

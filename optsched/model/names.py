@@ -15,6 +15,8 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 """On pods of an indexed Job (label, and annotation on older releases)."""
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""Set by the API server on every Namespace, to the namespace's name; selectors may match on it."""
 
 # -- NVIDIA (GPU Feature Discovery, device plugin) and HAMi shares --------------------------------
 
@@ -40,6 +42,8 @@ KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
 KUEUE_REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE_STOP_POLICIES: tuple[str, ...] = ("None", "Hold", "HoldAndDrain")
+"""``spec.stopPolicy`` of a ClusterQueue or LocalQueue; anything but ``None`` stops new admissions."""
 
 DEFAULT_TOPOLOGY_LEVELS: tuple[str, ...] = (
     "cloud.provider.com/topology-block",

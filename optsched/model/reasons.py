@@ -21,7 +21,7 @@ class ReasonCode(StrEnum):
     """What blocks a workload. The first reason of a deferral names the binding constraint."""
 
     QUEUE_NOT_FOUND = "QueueNotFound"
-    """Its LocalQueue does not lead to a known ClusterQueue."""
+    """Its LocalQueue does not exist (or, where no LocalQueue is listed, leads to no known ClusterQueue)."""
     NO_MATCHING_NODE = "NoMatchingNode"
     """Node filters (selectors, affinity, taints, flavor labels, GPU model or health) rule out every node."""
     POD_TOO_LARGE = "PodTooLarge"
@@ -54,6 +54,16 @@ class ReasonCode(StrEnum):
     """The controller had no plan decision for it in this cycle."""
     INVALID_WORKLOAD = "InvalidWorkload"
     """The controller could not read the workload; the message says which field."""
+    CLUSTER_QUEUE_NOT_FOUND = "ClusterQueueNotFound"
+    """Its LocalQueue points at a ClusterQueue that does not exist."""
+    LOCAL_QUEUE_INACTIVE = "LocalQueueInactive"
+    """Its LocalQueue is stopped (``spec.stopPolicy``): Kueue admits nothing through it."""
+    CLUSTER_QUEUE_INACTIVE = "ClusterQueueInactive"
+    """Its ClusterQueue is stopped, terminating, or names a missing ResourceFlavor or AdmissionCheck."""
+    NAMESPACE_NOT_SELECTED = "NamespaceNotSelected"
+    """Its ClusterQueue's ``namespaceSelector`` does not select the workload's namespace."""
+    NO_QUEUE_NAME = "NoQueueName"
+    """``spec.queueName`` is empty: the workload is in no LocalQueue."""
 
 
 class Reason(BaseModel):

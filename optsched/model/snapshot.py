@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, PRODUCT_LABEL
+from optsched.model.reasons import Reason
 
 FULL_GPU_MILLI = 1000
 """A whole GPU in the planner's unit of GPU compute (thousandths of a GPU)."""
@@ -307,13 +308,23 @@ class Topology(Frozen):
     levels: tuple[str, ...]
 
 
+class HeldWorkload(Frozen):
+    """A pending Workload Kueue could not admit as its queues stand: never planned, always deferred."""
+
+    workload: Workload
+    reason: Reason
+    """What Kueue itself would say (a missing or inactive queue, a namespace its queue does not select)."""
+
+
 class Snapshot(Frozen):
     """Everything the planner knows about the cluster at one instant."""
 
     nodes: tuple[Node, ...]
     usage: dict[str, NodeUsage] = Field(default_factory=dict)
     workloads: tuple[Workload, ...] = ()
-    """Pending workloads only: not admitted, not finished, active."""
+    """Pending workloads only: not admitted, not finished, active, and admissible by their queues."""
+    held: tuple[HeldWorkload, ...] = ()
+    """Pending workloads their LocalQueue, ClusterQueue or namespace keeps out of Kueue's reach."""
     cluster_queues: tuple[ClusterQueue, ...] = ()
     local_queues: tuple[LocalQueue, ...] = ()
     flavors: tuple[ResourceFlavor, ...] = ()

@@ -127,7 +127,7 @@ def build_plan(
         objective=dict(objective or {}),
         bound=bound,
         gap=gap,
-        workloads=decisions,
+        workloads=_with_held(snapshot, decisions),
         summary=summarize(snapshot, placement, base.state, after),
         warnings=[*snapshot.warnings, *(warnings or []), *build_warnings],
     )
@@ -148,6 +148,24 @@ def _context(
             for key, assignment in placement.admitted.items()
         },
     )
+
+
+def _with_held(snapshot: Snapshot, decisions: list[WorkloadDecision]) -> list[WorkloadDecision]:
+    """The decisions and a deferral per held workload (Kueue's reason), all in queue order."""
+    if not snapshot.held:
+        return decisions
+    held = [
+        (
+            h.workload.queue_key,
+            WorkloadDecision(
+                name=h.workload.key, decision=Decision.DEFER, priority=h.workload.priority, reasons=[h.reason]
+            ),
+        )
+        for h in snapshot.held
+    ]
+    by_key = {w.key: w.queue_key for w in snapshot.workloads}
+    planned = [(by_key[d.name], d) for d in decisions]
+    return [d for _, d in sorted([*planned, *held], key=lambda pair: pair[0])]
 
 
 def _eligibility(cache: CandidateCache, workload: Workload) -> list[FlavorEligibility]:

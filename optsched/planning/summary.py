@@ -56,7 +56,7 @@ def summarize(
         stranded_gpus_before=stranded_gpus(before, shapes),
         stranded_gpus_after=stranded_gpus(after, shapes),
         workloads_admitted=len(admitted_keys),
-        workloads_deferred=len(snapshot.workloads) - len(admitted_keys),
+        workloads_deferred=len(snapshot.workloads) - len(admitted_keys) + len(snapshot.held),
         pods_admitted=locality.pods,
         multi_gpu_pods=locality.multi,
         multi_gpu_pods_in_one_island=locality.multi_in_island,

@@ -16,7 +16,8 @@ from optsched.render.text import NodeGpus, fmt_gpus
 
 
 def workloads_by_key(snapshot: Snapshot) -> dict[str, Workload]:
-    return {w.key: w for w in snapshot.workloads}
+    """Every pending workload by ``namespace/name``, those held by their queues included."""
+    return {w.key: w for w in (*snapshot.workloads, *(h.workload for h in snapshot.held))}
 
 
 def request_of(snapshot_workload: Workload | None, pod_set: str) -> PodRequest | None:

@@ -26,6 +26,7 @@ from optsched.snapshot.kueue_objects import (
     workload_state,
 )
 from optsched.snapshot.nodes import node_usage, parse_node
+from optsched.snapshot.queue_state import with_admissibility
 
 _T = TypeVar("_T")
 
@@ -47,8 +48,9 @@ def snapshot_from_objects(
     """Build and validate the frozen snapshot from raw objects (other kinds are ignored).
 
     ``assumed`` pods hold capacity like bound pods: placements the controller
-    made whose pods are not bound yet. Every problem is an :class:`InputError`
-    naming ``source`` and the object.
+    made whose pods are not bound yet. Pending Workloads Kueue could not admit
+    as their queues stand are held (:mod:`optsched.kueue.admissibility`).
+    Every problem is an :class:`InputError` naming ``source`` and the object.
     """
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for obj in objects:
@@ -74,7 +76,7 @@ def snapshot_from_objects(
     except InputError as exc:
         raise exc.located(source=source) from None
     pending = [w for w in each("Workload", _pending_workload) if w is not None]
-    return Snapshot(
+    snapshot = Snapshot(
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         usage=usage,
         workloads=tuple(sorted(pending, key=lambda w: w.queue_key)),
@@ -86,6 +88,7 @@ def snapshot_from_objects(
         warnings=(*warnings, *usage_warnings),
         source=source,
     )
+    return with_admissibility(snapshot, (obj for listed in by_kind.values() for obj in listed))
 
 
 def _pending_workload(obj: dict[str, Any]) -> Workload | None:

@@ -60,12 +60,20 @@ class _Checker:
 
     def run(self, plan: Plan) -> list[str]:
         pending = {w.key: w for w in self.snapshot.workloads}
+        held = {h.workload.key: h.reason.message for h in self.snapshot.held}
         seen: set[str] = set()
         for decision in plan.workloads:
             if decision.name in seen:
                 self.fail(f"workload {decision.name}: appears more than once in the plan")
                 continue
             seen.add(decision.name)
+            if decision.name in held:
+                if decision.decision != "defer" or any(ps.pods for ps in decision.pod_sets):
+                    self.fail(
+                        f"workload {decision.name}: admitted, but Kueue cannot admit it: "
+                        + held[decision.name]
+                    )
+                continue
             workload = pending.get(decision.name)
             if workload is None:
                 verb = "admitted" if decision.decision == "admit" else "deferred"
@@ -76,7 +84,7 @@ class _Checker:
                     self.fail(f"workload {decision.name}: deferred but has pods placed")
                 continue
             self.check_workload(workload, decision.pod_sets)
-        for key in pending:
+        for key in [*pending, *held]:
             if key not in seen:
                 self.fail(f"workload {key}: pending but missing from the plan")
         self.violations += self.devices.check_nodes()

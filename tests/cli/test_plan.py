@@ -6,10 +6,12 @@ import json
 from html.parser import HTMLParser
 
 import pytest
+import yaml
 
 from optsched.model.plan import PlanStatus
 from optsched.snapshot.build import load_snapshot
 from tests.cli.conftest import FAST, FIFO_TRAP, SMALL
+from tests.kueue import objects as q
 
 PLAN_KEYS = {"status", "solveSeconds", "objective", "bound", "gap", "workloads", "summary"}
 
@@ -179,3 +181,30 @@ def test_deterministic_counts_the_budget_in_solver_work_with_one_worker(run_cli)
     assert first.code == again.code == 0
     assert json.loads(first.out)["summary"]["gpusAdmitted"] == 32
     assert json.loads(first.out)["workloads"] == json.loads(again.out)["workloads"]
+
+
+def test_explain_names_the_missing_queue_objects(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    missing_flavor = q.cluster_queue("h200", flavors=("h200",), selector={})
+    objects = [
+        *q.cluster(),
+        missing_flavor,
+        q.local_queue("to-h200", cq="h200"),
+        q.workload("fine"),
+        q.workload("lost", queue="nope"),
+        q.workload("waits", queue="to-h200"),
+    ]
+    path = tmp_path / "dump.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    result = run_cli("plan", "--snapshot", str(path), "--explain", *FAST)
+    assert result.code == 0, result.err
+    why = result.out.split("WHY", 1)[1]
+    assert "team/lost  defer\n    LocalQueue nope doesn't exist" in why
+    assert "references missing ResourceFlavor(s): h200" in " ".join(why.split())
+    assert "1 admitted, 2 deferred" in result.out
+    doc = json.loads(run_cli("plan", "--snapshot", str(path), "--format", "json", *FAST).out)
+    reasons = {w["name"]: w["reasons"] for w in doc["workloads"]}
+    assert reasons["team/lost"] == [
+        {"code": "QueueNotFound", "message": "LocalQueue nope doesn't exist", "scope": "LocalQueue team/nope"}
+    ]
+    assert reasons["team/waits"][0]["scope"] == "ResourceFlavor h200"
+    assert reasons["team/fine"] == []

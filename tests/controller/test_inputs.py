@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from typing import Any
+
 from optsched.controller.inputs import assumed_pods, build_input, managed_queues
 from optsched.controller.records import PlacementRecord
 from optsched.controller.views import read_pod, read_workload
+from optsched.model.names import KUEUE_API
 from optsched.model.placement import PodPlacement
+from optsched.model.reasons import ReasonCode
 from tests.controller import objects as o
 
 
@@ -134,3 +138,35 @@ def test_an_object_of_the_wrong_shape_is_reported_like_a_malformed_one():
     assert (report.kind, report.name, report.reason) == ("ClusterQueue", "odd", "InvalidClusterQueue")
     assert "unreadable" in report.message
     assert [w.name for w in inp.snapshot.workloads] == ["fine"]
+
+
+def _paused_queue_objects() -> list[dict[str, Any]]:
+    """A LocalQueue ``paused`` on hold, one workload queued in it and one in the default queue."""
+    paused = o.local_queue("paused")
+    paused["spec"]["stopPolicy"] = "Hold"
+    held = o.workload("held")
+    held["spec"]["queueName"] = "paused"
+    return [*o.base_objects(o.node("n1")), paused, o.workload("fine"), held]
+
+
+def test_workloads_kueue_cannot_admit_are_held_with_kueues_reason():
+    inp = build_input(_paused_queue_objects(), ["optsched"])
+    assert [w.name for w in inp.snapshot.workloads] == ["fine"]
+    [held] = inp.snapshot.held
+    assert held.workload.name == "held"
+    assert (held.reason.code, held.reason.message) == (
+        ReasonCode.LOCAL_QUEUE_INACTIVE,
+        "LocalQueue paused is stopped (spec.stopPolicy Hold)",
+    )
+
+
+def test_our_own_admission_check_exists_even_where_the_listing_lacks_it():
+    other = {"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": {"name": "other"}, "spec": {}}
+    objects = [*o.base_objects(o.node("n1")), other, o.workload("fine")]
+    inp = build_input(objects, ["optsched"])
+    assert [w.name for w in inp.snapshot.workloads] == ["fine"]
+    assert inp.snapshot.held == () and inp.snapshot.warnings == ()
+    # Someone else's check that is missing keeps the workload out, as Kueue would.
+    objects[1] = o.cluster_queue(checks=("optsched", "gone"))
+    [held] = build_input(objects, ["optsched"]).snapshot.held
+    assert "references missing AdmissionCheck(s): gone" in held.reason.message

@@ -241,3 +241,17 @@ def test_a_cluster_that_cannot_be_read_skips_the_cycle():
     result = asyncio.run(ctl.cycle())
     assert result.errors and result.errors[0].startswith("read: ")
     assert [phase for phase, _ in result.phases] == ["read"]
+
+
+def test_a_workload_kueue_cannot_admit_is_kept_waiting_in_kueues_words_never_admitted():
+    paused = o.local_queue("paused")
+    paused["spec"]["stopPolicy"] = "Hold"
+    held = o.workload("held")
+    held["spec"]["queueName"] = "paused"
+    ctl = controller([*o.base_objects(o.node("n1")), paused, held])
+    result = asyncio.run(ctl.cycle())
+    assert result.errors == () and result.decisions.of_kind("admit") == []
+    [action] = result.decisions.of_kind("defer")
+    assert action.key == "default/held" and action.check is not None
+    assert action.check.state == "Pending"
+    assert action.check.message == "optsched: waiting: LocalQueue paused is stopped (spec.stopPolicy Hold)"

@@ -66,6 +66,7 @@ def status(code: int, message: str) -> httpx.Response:
 PLURALS = {
     "Node": "nodes",
     "Pod": "pods",
+    "Namespace": "namespaces",
     "Workload": "workloads",
     "ClusterQueue": "clusterqueues",
     "LocalQueue": "localqueues",
@@ -101,7 +102,7 @@ class FakeCluster:
         parts = request.url.path.strip("/").split("/")
         api_version = parts[1] if parts[0] == "api" else "/".join(parts[1:3])
         rest = parts[2:] if parts[0] == "api" else parts[3:]
-        namespace = rest[1] if rest[0] == "namespaces" else None
+        namespace = rest[1] if rest[0] == "namespaces" and len(rest) > 2 else None
         plural = rest[-1]
         if api_version not in self.served:
             return status(404, "the server could not find the requested resource")

@@ -85,3 +85,28 @@ def test_a_missing_kubeconfig_is_named(tmp_path: Path) -> None:
     absent = tmp_path / "absent"
     with pytest.raises(InputError, match=f"{absent}: no such file"):
         fetch_snapshot_objects(str(absent))
+
+
+def test_namespaces_are_read_whole_for_namespace_selectors() -> None:
+    team = {"kind": "Namespace", "metadata": {"name": "ml", "labels": {"team": "a"}}}
+    transport = FakeTransport(FakeCluster([*OBJECTS, team]))
+    objects, notes = asyncio.run(read_cluster(Client(transport), namespaces=["infra"]))
+    assert [o for o in objects if o["kind"] == "Namespace"] == [{"apiVersion": "v1", **team}]
+    assert "/api/v1/namespaces" in [r.url.path for r in transport.requests]
+    assert notes == ()
+
+
+def test_a_refused_namespace_list_is_a_note_not_an_error() -> None:
+    cluster = FakeCluster(OBJECTS)
+
+    def refuse_namespaces(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/namespaces":
+            return status(403, 'namespaces is forbidden: User "u" cannot list')
+        return cluster(request)
+
+    objects, notes = asyncio.run(read_cluster(Client(FakeTransport(refuse_namespaces))))
+    assert [o["kind"] for o in objects].count("Workload") == 3
+    [note] = notes
+    assert note.startswith("Namespace: not readable (namespaces is forbidden") and note.endswith(
+        "not checked"
+    )

@@ -2,7 +2,8 @@
 
 from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
 from optsched.model.plan import PlanStatus
-from optsched.model.snapshot import NodeUsage
+from optsched.model.reasons import Reason, ReasonCode
+from optsched.model.snapshot import HeldWorkload, NodeUsage
 from optsched.planning.build import build_plan
 from tests.builders import A100, pods, snapshot, workload
 from tests.builders import node as make_node
@@ -154,3 +155,26 @@ def test_each_decision_carries_the_node_filter_diagnosis() -> None:
         ("main", None, 1, {"has 7 healthy GPUs, pod needs 8": 1, "has 2 healthy GPUs, pod needs 8": 1})
     ]
     assert [(e.eligible, e.excluded) for e in small.eligibility] == [(3, {})]
+
+
+def test_held_workloads_are_deferred_with_kueues_reason_in_queue_order_and_counted() -> None:
+    held_reason = Reason(
+        code=ReasonCode.CLUSTER_QUEUE_NOT_FOUND,
+        message="ClusterQueue gone doesn't exist",
+        scope="ClusterQueue gone",
+    )
+    snap = snapshot(
+        [make_node("n1")],
+        [workload("late", pods(1, 8), age=1), workload("early", pods(1, 2), age=50)],
+    ).model_copy(
+        update={"held": (HeldWorkload(workload=workload("middle", pods(1, 1), age=10), reason=held_reason),)}
+    )
+    placement = Placement(admitted={"default/early": admit({"main": [("n1", (0, 1))]})})
+    plan = build_plan(snap, placement, status=PlanStatus.HEURISTIC, policy="bestfit")
+    assert [(d.name, d.decision) for d in plan.workloads] == [
+        ("default/early", "admit"),
+        ("default/middle", "defer"),
+        ("default/late", "defer"),
+    ]
+    assert plan.decision("default/middle").reasons == [held_reason]  # type: ignore[union-attr]
+    assert (plan.summary.workloads_admitted, plan.summary.workloads_deferred) == (1, 2)

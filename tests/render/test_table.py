@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from optsched.model.plan import Plan, PlanStatus
-from optsched.model.snapshot import Snapshot
+from optsched.model.plan import Plan, PlanStatus, WorkloadDecision
+from optsched.model.reasons import Reason, ReasonCode
+from optsched.model.snapshot import HeldWorkload, Snapshot
 from optsched.render.table import render_table
+from tests.builders import pods, workload
 from tests.render.conftest import DEFER_REASON
 
 
@@ -73,3 +75,16 @@ def test_reasons_wrap_to_the_given_width(small_snapshot: Snapshot, small_plan: P
     rows = _section(render_table(small_snapshot, small_plan, width=80), "DEFERRED")
     assert max(len(line) for line in rows) <= 80
     assert " ".join(" ".join(rows).split()).count("the fullest rack has 16 free") == 1
+
+
+def test_a_held_workload_shows_its_shape_and_kueues_reason(
+    small_snapshot: Snapshot, small_plan: Plan
+) -> None:
+    reason = Reason(code=ReasonCode.QUEUE_NOT_FOUND, message="LocalQueue gone doesn't exist")
+    stray = HeldWorkload(workload=workload("stray", pods(3, 2), namespace="ml"), reason=reason)
+    snap = small_snapshot.model_copy(update={"held": (stray,)})
+    decision = WorkloadDecision(name="ml/stray", decision="defer", reasons=[reason])
+    plan = small_plan.model_copy(update={"workloads": [*small_plan.workloads, decision]})
+    [row] = [r for r in _section(render_table(snap, plan), "DEFERRED") if "ml/stray" in r]
+    assert row.split()[1:6] == ["0", "3", "x", "2", "6"]
+    assert row.endswith("LocalQueue gone doesn't exist")

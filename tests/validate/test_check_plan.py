@@ -7,8 +7,10 @@ import pytest
 from optsched.errors import PlanValidationError
 from optsched.model.placement import PodPlacement
 from optsched.model.plan import Plan, PlanStatus, PodSetPlacement, WorkloadDecision
+from optsched.model.reasons import Reason, ReasonCode
 from optsched.model.snapshot import (
     ClusterQueue,
+    HeldWorkload,
     LocalQueue,
     Node,
     NodeSelectorTerm,
@@ -323,3 +325,20 @@ def test_workloads_with_a_reservation_do_not_count_again() -> None:
     )
     snap = quota_snapshot([node("n1")], [reserved], [gpu_queue("team-a", gpus=0)])
     assert check_plan(snap, plan(decide("a", [("n1", list(range(8)))], flavor="default"))) == []
+
+
+def _held_snapshot() -> Snapshot:
+    reason = Reason(code=ReasonCode.QUEUE_NOT_FOUND, message="LocalQueue nope doesn't exist")
+    return BASE.model_copy(
+        update={"held": (HeldWorkload(workload=workload("stray", pods(1, 1)), reason=reason),)}
+    )
+
+
+def test_a_held_workload_must_be_in_the_plan_and_deferred() -> None:
+    snap = _held_snapshot()
+    assert check_plan(snap, plan(VALID, decide("stray"))) == []
+    assert one(snap, VALID) == "workload default/stray: pending but missing from the plan"
+    admitted = decide("stray", [("n2", [0])])
+    assert one(snap, VALID, admitted) == (
+        "workload default/stray: admitted, but Kueue cannot admit it: LocalQueue nope doesn't exist"
+    )
