@@ -15,6 +15,7 @@ from optsched.errors import InputError
 from optsched.kueue.workload_status import Lifecycle
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, KUEUE_GROUP
 from optsched.model.snapshot import AssumedPod, Snapshot, Workload
+from optsched.snapshot.dedupe import dedupe
 from optsched.snapshot.documents import read_documents
 from optsched.snapshot.fields import describe
 from optsched.snapshot.kueue_objects import (
@@ -30,6 +31,7 @@ from optsched.snapshot.nodes import node_usage, parse_node
 _T = TypeVar("_T")
 
 KUEUE_KINDS = ("Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "AdmissionCheck")
+READ_KINDS = frozenset({"Node", "Pod", *KUEUE_KINDS})
 
 
 def _group(obj: dict[str, Any]) -> str:
@@ -50,8 +52,9 @@ def snapshot_from_objects(
     made whose pods are not bound yet. Every problem is an :class:`InputError`
     naming ``source`` and the object.
     """
+    unique, duplicate_warnings = dedupe(objects, READ_KINDS)
     by_kind: dict[str, list[dict[str, Any]]] = {}
-    for obj in objects:
+    for obj in unique:
         kind = str(obj.get("kind"))
         if kind in KUEUE_KINDS and _group(obj) != KUEUE_GROUP:
             continue
@@ -68,7 +71,7 @@ def snapshot_from_objects(
 
     parsed = each("Node", parse_node)
     nodes = [node for node, _ in parsed if node is not None]
-    warnings = [warning for _, found in parsed for warning in found]
+    warnings = [*duplicate_warnings, *(warning for _, found in parsed for warning in found)]
     try:
         usage, usage_warnings = node_usage({n.name: n for n in nodes}, by_kind.get("Pod", []), assumed)
     except InputError as exc:
