@@ -10,7 +10,7 @@ The errors optsched raises::
     └── PlanValidationError    a plan broke a hard constraint: a bug, never applied (exit 1)
 
     kube.client.ApiError       the API server answered with an error (status 0: no answer at all)
-    controller.records.RecordError
+    kueue.placement_record.RecordError
                                a placement record on a Workload cannot be read (reported, re-planned)
     solver.assign.AssignmentError
                                solver counts that cannot become GPU indices: a model bug

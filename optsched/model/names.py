@@ -40,6 +40,10 @@ KUEUE_VERSIONS: tuple[str, ...] = (KUEUE_VERSION, "v1beta1")
 """What optsched reads, newest first (v1beta1 is still served)."""
 KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
+KUEUE_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+"""On the pods of a started Job: the name of the Workload admitted for it."""
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+"""On a Workload: the uid of the Job that owns it (and its pods)."""
 KUEUE_REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_STOP_POLICIES: tuple[str, ...] = ("None", "Hold", "HoldAndDrain")

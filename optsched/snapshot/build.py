@@ -15,8 +15,11 @@ from optsched.errors import InputError
 from optsched.kueue.workload_status import Lifecycle
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, KUEUE_GROUP
 from optsched.model.snapshot import AssumedPod, Snapshot, Workload
+from optsched.snapshot.admitted import read_admitted
+from optsched.snapshot.dedupe import dedupe
 from optsched.snapshot.documents import read_documents
 from optsched.snapshot.fields import describe
+from optsched.snapshot.held import held_pods
 from optsched.snapshot.kueue_objects import (
     parse_cluster_queue,
     parse_local_queue,
@@ -27,10 +30,12 @@ from optsched.snapshot.kueue_objects import (
 )
 from optsched.snapshot.nodes import node_usage, parse_node
 from optsched.snapshot.queue_state import with_admissibility
+from optsched.snapshot.quota_usage import with_workload_usage
 
 _T = TypeVar("_T")
 
 KUEUE_KINDS = ("Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "AdmissionCheck")
+READ_KINDS = frozenset({"Node", "Pod", *KUEUE_KINDS})
 
 
 def _group(obj: dict[str, Any]) -> str:
@@ -48,12 +53,17 @@ def snapshot_from_objects(
     """Build and validate the frozen snapshot from raw objects (other kinds are ignored).
 
     ``assumed`` pods hold capacity like bound pods: placements the controller
-    made whose pods are not bound yet. Pending Workloads Kueue could not admit
-    as their queues stand are held (:mod:`optsched.kueue.admissibility`).
-    Every problem is an :class:`InputError` naming ``source`` and the object.
+    made whose pods are not bound yet. Admitted Workloads in ``objects`` give
+    the ClusterQueues' usage and hold the nodes of their pods not bound yet
+    (except the workloads ``assumed`` already covers). Pending Workloads Kueue
+    could not admit as their queues stand are held
+    (:mod:`optsched.kueue.admissibility`). Every problem is an
+    :class:`InputError` naming ``source`` and the object.
     """
+    unique, duplicate_warnings = dedupe(objects, READ_KINDS)
+    assumed = tuple(assumed)
     by_kind: dict[str, list[dict[str, Any]]] = {}
-    for obj in objects:
+    for obj in unique:
         kind = str(obj.get("kind"))
         if kind in KUEUE_KINDS and _group(obj) != KUEUE_GROUP:
             continue
@@ -70,17 +80,24 @@ def snapshot_from_objects(
 
     parsed = each("Node", parse_node)
     nodes = [node for node, _ in parsed if node is not None]
-    warnings = [warning for _, found in parsed for warning in found]
+    warnings = [*duplicate_warnings, *(warning for _, found in parsed for warning in found)]
+    admitted, admitted_warnings = read_admitted(by_kind.get("Workload", []))
+    by_name = {n.name: n for n in nodes}
+    held, held_warnings = held_pods(
+        admitted, by_kind.get("Pod", []), by_name, skip={a.workload for a in assumed}
+    )
     try:
-        usage, usage_warnings = node_usage({n.name: n for n in nodes}, by_kind.get("Pod", []), assumed)
+        usage, usage_warnings = node_usage(by_name, by_kind.get("Pod", []), (*assumed, *held))
     except InputError as exc:
         raise exc.located(source=source) from None
     pending = [w for w in each("Workload", _pending_workload) if w is not None]
+    cluster_queues, quota_warnings = with_workload_usage(each("ClusterQueue", parse_cluster_queue), admitted)
+    warnings += [*admitted_warnings, *held_warnings, *quota_warnings]
     snapshot = Snapshot(
         nodes=tuple(sorted(nodes, key=lambda n: n.name)),
         usage=usage,
         workloads=tuple(sorted(pending, key=lambda w: w.queue_key)),
-        cluster_queues=tuple(each("ClusterQueue", parse_cluster_queue)),
+        cluster_queues=tuple(cluster_queues),
         local_queues=tuple(each("LocalQueue", parse_local_queue)),
         flavors=tuple(each("ResourceFlavor", parse_resource_flavor)),
         topologies=tuple(each("Topology", parse_topology)),
