@@ -31,12 +31,10 @@ def pod_quota_amounts(req: PodRequest) -> dict[str, int]:
     gives each of the two devices 4000 MiB. A request built without a pod spec
     counts as one container asking for its per-device figures.
     """
-    out = {"cpu": req.cpu_milli, "memory": req.memory_mib, "pods": 1}
+    out = {"cpu": req.cpu_milli, "memory": req.memory_mib, "pods": 1, **req.listed}
     if req.gpus:
         out[GPU_RESOURCE] = req.gpus
-        if req.listed:
-            out.update(req.listed)
-        elif req.is_share:
+        if not req.listed and req.is_share:
             if req.gpu_mem_mib:
                 out[GPU_MEM_RESOURCE] = req.gpu_mem_mib
             if req.gpu_mem_percent:

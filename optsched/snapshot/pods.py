@@ -138,7 +138,7 @@ def pod_request(spec: dict[str, Any], *, obj: dict[str, Any], field: str) -> Pod
         cpu_milli=totals.get("cpu", 0),
         memory_mib=totals.get("memory", 0),
         **gpu,
-        listed={k: totals[k] for k in _SHARE_KEYS if totals.get(k) and gpu["gpus"]},
+        listed={k: totals[k] for k in _SHARE_KEYS if totals.get(k)},
         extended={k: v for k, v in totals.items() if k.startswith(MIG_PREFIX) and v},
     )
 

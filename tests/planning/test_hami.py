@@ -125,3 +125,41 @@ def test_nvlink_required_binds_whole_gpu_pods_only(policy: str) -> None:
     template = share["spec"]["podSets"][0]["template"]
     template["metadata"] = {"annotations": {"optsched.io/nvlink": "required"}}
     assert gpus_of(solved(snapshot_from_objects([hami_node(), share]), policy), "shares") == [(0, 1)]
+
+
+def _queue_objects(gpumem: int) -> list[dict[str, Any]]:
+    resources = [
+        {"name": "cpu", "nominalQuota": 100},
+        {"name": "nvidia.com/gpu", "nominalQuota": 8},
+        {"name": "nvidia.com/gpumem", "nominalQuota": gpumem},
+    ]
+    group = {
+        "coveredResources": [r["name"] for r in resources],
+        "flavors": [{"name": "default", "resources": resources}],
+    }
+    return [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "cq"},
+            "spec": {"namespaceSelector": {}, "resourceGroups": [group]},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": "ns"},
+            "spec": {"clusterQueue": "cq"},
+        },
+    ]
+
+
+@pytest.mark.parametrize("policy", ["optimizer", "bestfit"])
+def test_kueue_quota_charges_gpumem_as_the_pod_spec_writes_it(policy: str) -> None:
+    # Each pod is two devices of 1000 MiB: Kueue charges 1000 gpumem per pod, not 2000.
+    two = {"nvidia.com/gpu": 2, "nvidia.com/gpumem": 1000}
+    snap = snapshot_from_objects([hami_node(), *_queue_objects(2000), pending("a", two), pending("b", two)])
+    plan = solved(snap, policy)
+    assert gpus_of(plan, "a") == [(0, 1)] and gpus_of(plan, "b") == [(0, 1)]
+    tight = snapshot_from_objects([hami_node(), *_queue_objects(1500), pending("a", two), pending("b", two)])
+    assert len(solved(tight, policy).admitted) == 1
