@@ -84,7 +84,7 @@ def node_verdict(node: Node, pod_set: PodSet, flavor: ResourceFlavor | None) -> 
             return Verdict(False, f"has {healthy} healthy GPUs, pod needs {request.gpus}")
         if request.gpu_mem_mib and node.gpu_memory_mib and request.gpu_mem_mib > node.gpu_memory_mib:
             return Verdict(False, f"GPU memory {node.gpu_memory_mib} MiB < {request.gpu_mem_mib} MiB")
-        if pod_set.nvlink_required and request.gpus > node.largest_island:
+        if pod_set.nvlink_required and not request.is_share and request.gpus > node.largest_island:
             return Verdict(False, f"largest NVLink island has {node.largest_island} GPUs")
     for name, amount in request.extended.items():
         if node.extended.get(name, 0) < amount:
@@ -154,5 +154,6 @@ def eligibility_key(flavors: list[ResourceFlavor | None], ps: PodSet) -> Hashabl
         ps.affinity_terms,
         ps.tolerations,
         ps.nvlink_required,
-        (req.cpu_milli, req.memory_mib, req.gpus, req.gpu_mem_mib, tuple(sorted(req.extended.items()))),
+        (req.cpu_milli, req.memory_mib, req.gpus, req.gpu_mem_mib, req.is_share),
+        tuple(sorted(req.extended.items())),
     )

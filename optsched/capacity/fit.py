@@ -10,9 +10,10 @@ is a minimum over what each resource allows:
   the GPUs per pod; for ``nvlink: required`` pods, the sum over NVLink islands
   of what each island holds (a pod never spans two), and none at all where
   in-use GPUs have unknown indices (no island can be promised there);
-* GPU shares: on every partly used GPU, as many shares as its free compute and
-  memory hold, plus, where every GPU index is known, as many as an untouched
-  GPU holds for each untouched GPU.
+* GPU shares: on every partly used GPU, as many shares as its free compute,
+  memory and task slots hold, plus, where every GPU index is known, as many as
+  an untouched GPU holds for each untouched GPU; a pod of N shares needs N
+  different GPUs (:func:`spread_room`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def pods_that_fit(
 
 def _gpu_room(node: NodeState, req: PodRequest, *, nvlink_required: bool) -> int:
     if req.is_share:
+        if req.gpus > 1:
+            caps = [share_slots(node, req, g) for g in share_gpus(node)]
+            return spread_room(caps + [share_slots(node, req, None)] * fresh_gpus(node), req.gpus)
         room = sum(share_slots(node, req, g) for g in share_gpus(node))
         return room + fresh_gpus(node) * share_slots(node, req, None)
     room = node.whole_free // req.gpus
@@ -72,10 +76,30 @@ def fresh_gpus(node: NodeState) -> int:
 
 
 def share_slots(node: NodeState, req: PodRequest, gpu: int | None) -> int:
-    """Pods of a share request one GPU can hold (``None``: an untouched GPU)."""
+    """Shares (devices) of a share request one GPU can hold (``None``: an untouched GPU)."""
     milli = FULL_GPU_MILLI if gpu is None else node.gpu_milli[gpu]
     mem = node.gpu_mem_total if gpu is None else node.gpu_mem[gpu]
     k = milli // req.gpu_milli if req.gpu_milli > 0 else UNBOUNDED_SHARES
-    if req.gpu_mem_mib > 0:
-        k = min(k, mem // req.gpu_mem_mib)
+    need_mem = node.share_mem(req)
+    if need_mem > 0:
+        k = min(k, mem // need_mem)
+    k = min(k, node.tasks_total if gpu is None else node.gpu_tasks[gpu])
     return max(0, k)
+
+
+def spread_room(caps: list[int], per_pod: int) -> int:
+    """Most pods of ``per_pod`` shares each on different GPUs, GPU ``g`` holding ``caps[g]`` shares.
+
+    ``k`` pods fit exactly when ``sum(min(cap, k)) >= per_pod * k``: no GPU
+    can serve a pod twice, and any such counts split into pods (deal the
+    shares out round-robin, GPU by GPU). The test only gets harder as ``k``
+    grows, so a bisection finds the largest ``k``.
+    """
+    low, high = 0, sum(caps) // per_pod
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(min(cap, mid) for cap in caps) >= per_pod * mid:
+            low = mid
+        else:
+            high = mid - 1
+    return low

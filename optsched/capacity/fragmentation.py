@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
-from optsched.capacity.state import ClusterState, NodeState
+from optsched.capacity.state import UNLIMITED_TASKS, ClusterState, NodeState
 from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
 
 Shape = tuple[PodRequest, float]
@@ -58,6 +58,7 @@ def request_key(req: PodRequest) -> tuple[Hashable, ...]:
         req.gpus,
         req.gpu_milli,
         req.gpu_mem_mib,
+        req.gpu_mem_percent,
         tuple(sorted(req.extended.items())),
         tuple(sorted(products_of(req))),
     )
@@ -154,6 +155,7 @@ def node_key(node: NodeState) -> tuple[Hashable, ...]:
         node.gpu_mem_total,
         tuple(node.healthy),
         tuple(sorted(node.ext.items())) if node.ext else (),
+        tuple(node.gpu_tasks) if node.tasks_total < UNLIMITED_TASKS else (),
     )
 
 
@@ -282,10 +284,11 @@ class FragMeter:
         """Fragmentation of ``node`` if ``req`` were placed on ``gpus`` (the node is not changed)."""
         milli = list(node.gpu_milli)
         mem = list(node.gpu_mem)
+        need_mem = node.share_mem(req) if req.is_share else 0
         for gpu in gpus:
             if req.is_share:
                 milli[gpu] -= req.gpu_milli
-                mem[gpu] -= req.gpu_mem_mib
+                mem[gpu] -= need_mem
             else:
                 milli[gpu] = 0
                 mem[gpu] = 0

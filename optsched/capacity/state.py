@@ -2,8 +2,9 @@
 
 The snapshot is frozen; placing pods one at a time (greedy baselines, the
 solver's fallback, trace replay, the intra-node GPU assignment after a solve)
-needs a cheap mutable copy. :class:`NodeState` keeps per-GPU free compute and
-memory so whole GPUs, shares and NVLink islands are all answered in one place.
+needs a cheap mutable copy. :class:`NodeState` keeps per-GPU free compute,
+memory and task slots (HAMi's split count) so whole GPUs, shares and NVLink
+islands are all answered in one place.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from optsched.model.snapshot import FULL_GPU_MILLI, Node, NodeUsage, PodRequest, Snapshot
+
+UNLIMITED_TASKS = 1 << 20
+"""Tasks a GPU takes where the node sets no split count."""
 
 
 @dataclass
@@ -33,8 +37,17 @@ class NodeState:
     ext: dict[str, int] = field(default_factory=dict)
     cpu_total: int = 0
     mem_total: int = 0
+    gpu_tasks: list[int] = field(default_factory=list)
+    """Per GPU: more tasks it may take (HAMi's split count); all :data:`UNLIMITED_TASKS` without one."""
+    tasks_total: int = UNLIMITED_TASKS
+    hami: bool = False
+    """Shares naming no memory take all of a GPU's memory here (HAMi's default)."""
     _fully_free: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
     """Cache of :meth:`fully_free_gpus`; :meth:`take` and :meth:`give_back` reset it."""
+
+    def __post_init__(self) -> None:
+        if not self.gpu_tasks:
+            self.gpu_tasks = [self.tasks_total if h else 0 for h in self.healthy]
 
     @classmethod
     def from_node(cls, node: Node, usage: NodeUsage | None = None) -> NodeState:
@@ -53,6 +66,8 @@ class NodeState:
                 milli[index] = 0
                 mem[index] = 0
         islands = list(node.nvlink_islands) or [(i,) for i in range(count)]
+        total = node.gpu_split or UNLIMITED_TASKS
+        tasks = [total - (usage.gpu_tasks[i] if i < len(usage.gpu_tasks) else 0) for i in range(count)]
         ext = {k: v - usage.extended.get(k, 0) for k, v in node.extended.items()}
         return cls(
             name=node.name,
@@ -69,6 +84,9 @@ class NodeState:
             ext=ext,
             cpu_total=node.cpu_milli,
             mem_total=node.memory_mib,
+            gpu_tasks=[max(0, t) if h else 0 for t, h in zip(tasks, healthy, strict=True)],
+            tasks_total=total,
+            hami=node.hami,
         )
 
     def copy(self) -> NodeState:
@@ -87,6 +105,9 @@ class NodeState:
             ext=dict(self.ext),
             cpu_total=self.cpu_total,
             mem_total=self.mem_total,
+            gpu_tasks=list(self.gpu_tasks),
+            tasks_total=self.tasks_total,
+            hami=self.hami,
         )
 
     # -- GPU facts -----------------------------------------------------------------------------
@@ -122,6 +143,10 @@ class NodeState:
     def indices_known(self) -> bool:
         return self.unknown == 0
 
+    def share_mem(self, req: PodRequest) -> int:
+        """MiB each device of a share request takes on one of this node's GPUs."""
+        return req.share_memory(self.gpu_mem_total, hami=self.hami)
+
     # -- fit and placement ---------------------------------------------------------------------
 
     def fits_resources(self, req: PodRequest) -> bool:
@@ -134,12 +159,13 @@ class NodeState:
         return self.fits_resources(req) and self.choose_gpus(req) is not None
 
     def share_candidates(self, req: PodRequest) -> list[int]:
-        """GPUs that can take a share request; untouched GPUs only when indices are known."""
+        """GPUs that can take one device of a share request; untouched GPUs only when indices are known."""
         out = []
+        need_mem = self.share_mem(req)
         for gpu in range(self.gpu_count):
-            if not self.healthy[gpu]:
+            if not self.healthy[gpu] or self.gpu_tasks[gpu] < 1:
                 continue
-            if self.gpu_milli[gpu] < req.gpu_milli or self.gpu_mem[gpu] < req.gpu_mem_mib:
+            if self.gpu_milli[gpu] < req.gpu_milli or self.gpu_mem[gpu] < need_mem:
                 continue
             if self.is_fully_free(gpu) and (self.unknown > 0 or self.whole_free == 0):
                 continue
@@ -151,18 +177,20 @@ class NodeState:
 
         Whole GPUs come from one NVLink island where one can hold them (the
         tightest such island, so big islands stay whole); otherwise from as few
-        islands as possible. A share goes on the busiest GPU that still has
-        room (best fit). An empty list means no GPU is needed; on a node with
-        index-unknown usage, whole-GPU picks are still returned but callers
-        must not promise them (see :attr:`indices_known`).
+        islands as possible. Each device of a share goes on a different GPU,
+        the busiest ones that still have room (best fit). An empty list means
+        no GPU is needed; on a node with index-unknown usage, whole-GPU picks
+        are still returned but callers must not promise them (see
+        :attr:`indices_known`).
         """
         if req.gpus == 0:
             return []
         if req.is_share:
             candidates = self.share_candidates(req)
-            if not candidates:
+            if len(candidates) < req.gpus:
                 return None
-            return [min(candidates, key=lambda g: (self.gpu_milli[g] - req.gpu_milli, g))]
+            best = sorted(candidates, key=lambda g: (self.gpu_milli[g] - req.gpu_milli, g))[: req.gpus]
+            return sorted(best)
         if self.whole_free < req.gpus:
             return None
         free = set(self.fully_free_gpus())
@@ -178,13 +206,16 @@ class NodeState:
         self.pods -= 1
         for name, amount in req.extended.items():
             self.ext[name] = self.ext.get(name, 0) - amount
+        need_mem = self.share_mem(req)
         for gpu in gpus:
             if req.is_share:
                 self.gpu_milli[gpu] -= req.gpu_milli
-                self.gpu_mem[gpu] -= req.gpu_mem_mib
+                self.gpu_mem[gpu] -= need_mem
+                self.gpu_tasks[gpu] -= 1
             else:
                 self.gpu_milli[gpu] = 0
                 self.gpu_mem[gpu] = 0
+                self.gpu_tasks[gpu] = 0
 
     def give_back(self, req: PodRequest, gpus: Iterable[int]) -> None:
         """Undo :meth:`take` (used when a gang cannot be completed)."""
@@ -194,13 +225,16 @@ class NodeState:
         self.pods += 1
         for name, amount in req.extended.items():
             self.ext[name] = self.ext.get(name, 0) + amount
+        need_mem = self.share_mem(req)
         for gpu in gpus:
             if req.is_share:
                 self.gpu_milli[gpu] += req.gpu_milli
-                self.gpu_mem[gpu] += req.gpu_mem_mib
+                self.gpu_mem[gpu] += need_mem
+                self.gpu_tasks[gpu] += 1
             else:
                 self.gpu_milli[gpu] = FULL_GPU_MILLI
                 self.gpu_mem[gpu] = self.gpu_mem_total
+                self.gpu_tasks[gpu] = self.tasks_total
 
     def in_one_island(self, gpus: Iterable[int]) -> bool:
         chosen = set(gpus)

@@ -17,21 +17,29 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from optsched.model.names import GPU_CORES_RESOURCE, GPU_MEM_RESOURCE, GPU_RESOURCE
+from optsched.model.names import GPU_CORES_RESOURCE, GPU_MEM_PERCENT_RESOURCE, GPU_MEM_RESOURCE, GPU_RESOURCE
 from optsched.model.snapshot import ClusterQueue, PodRequest, ResourceQuota, Snapshot
 
 UNLIMITED = 1 << 62
 
 
 def pod_quota_amounts(req: PodRequest) -> dict[str, int]:
-    """What one pod counts against ClusterQueue quota, per Kueue resource name (solver units)."""
-    out = {"cpu": req.cpu_milli, "memory": req.memory_mib, "pods": 1}
+    """What one pod counts against ClusterQueue quota, per Kueue resource name (solver units).
+
+    Kueue counts what the containers request, as written: ``nvidia.com/gpu: 2``
+    with ``nvidia.com/gpumem: 4000`` is 2 GPUs and 4000 gpumem, though HAMi
+    gives each of the two devices 4000 MiB. A request built without a pod spec
+    counts as one container asking for its per-device figures.
+    """
+    out = {"cpu": req.cpu_milli, "memory": req.memory_mib, "pods": 1, **req.listed}
     if req.gpus:
         out[GPU_RESOURCE] = req.gpus
-        if req.gpu_mem_mib:
-            out[GPU_MEM_RESOURCE] = req.gpu_mem_mib * req.gpus
-        if req.is_share:
-            out[GPU_CORES_RESOURCE] = (req.gpu_milli // 10) * req.gpus
+        if not req.listed and req.is_share:
+            if req.gpu_mem_mib:
+                out[GPU_MEM_RESOURCE] = req.gpu_mem_mib
+            if req.gpu_mem_percent:
+                out[GPU_MEM_PERCENT_RESOURCE] = req.gpu_mem_percent
+            out[GPU_CORES_RESOURCE] = req.gpu_milli // 10
     for name, amount in req.extended.items():
         out[name] = out.get(name, 0) + amount
     return out

@@ -104,6 +104,12 @@ class Node(Frozen):
     extended: dict[str, int] = Field(default_factory=dict)
     ready: bool = True
     unschedulable: bool = False
+    gpu_split: int = 0
+    """Most tasks (whole pods or shares) one GPU holds at once, HAMi's split count; 0 = no limit."""
+    gpu_uuids: tuple[str, ...] = ()
+    """GPU UUID per index, where the node says (HAMi's register annotation)."""
+    hami: bool = False
+    """HAMi's device plugin runs here: GPUs and the devices pods hold come from HAMi's annotations."""
 
     def island_of(self, gpu: int) -> int:
         """Index of the NVLink island holding ``gpu`` (each GPU alone if none are declared)."""
@@ -139,6 +145,8 @@ class NodeUsage(Frozen):
     unknown_index_gpus: int = 0
     """Whole GPUs taken by pods that do not say which indices they hold."""
     extended: dict[str, int] = Field(default_factory=dict)
+    gpu_tasks: tuple[int, ...] = ()
+    """Per GPU index: tasks on it, counted against the node's split count."""
 
 
 class AssumedPod(Frozen):
@@ -163,22 +171,41 @@ class PodRequest(Frozen):
     cpu_milli: int = 0
     memory_mib: int = 0
     gpus: int = 0
-    """Number of GPU devices (a share counts as one device)."""
+    """Number of GPU devices; for shares, each one a share of a different GPU (HAMi's meaning)."""
     gpu_milli: int = FULL_GPU_MILLI
-    """Compute per device, in thousandths; below 1000 only for a shared single GPU."""
+    """Compute per device, in thousandths; below 1000 only for shares."""
     gpu_mem_mib: int = 0
-    """Memory per device for a shared GPU (HAMi ``nvidia.com/gpumem``); 0 = not limited by memory."""
+    """Memory per device for a share (HAMi ``nvidia.com/gpumem``); 0 = see :meth:`share_memory`."""
+    gpu_mem_percent: int = 0
+    """Percent of each device's memory for a share (HAMi ``nvidia.com/gpumem-percentage``)."""
+    listed: dict[str, int] = Field(default_factory=dict)
+    """HAMi share resources as the containers list them, summed: what Kueue counts against quota."""
     extended: dict[str, int] = Field(default_factory=dict)
 
     @property
     def is_share(self) -> bool:
-        return self.gpus == 1 and (self.gpu_milli < FULL_GPU_MILLI or self.gpu_mem_mib > 0)
+        """Each device is a share of one GPU, not the whole GPU."""
+        return self.gpus >= 1 and (
+            self.gpu_milli < FULL_GPU_MILLI or self.gpu_mem_mib > 0 or self.gpu_mem_percent > 0
+        )
+
+    def share_memory(self, gpu_memory_mib: int, *, hami: bool = False) -> int:
+        """MiB one device of a share takes on a GPU of ``gpu_memory_mib``.
+
+        The larger of the MiB and the percentage where a pod names both (its
+        containers differ). HAMi gives a share that names neither all of the
+        GPU's memory (its ``defaultMemory`` of 0); elsewhere such a share is
+        limited by compute only.
+        """
+        if self.gpu_mem_mib or self.gpu_mem_percent:
+            return max(self.gpu_mem_mib, gpu_memory_mib * self.gpu_mem_percent // 100)
+        return gpu_memory_mib if hami else 0
 
     @property
     def gpu_equivalent(self) -> float:
         """GPUs this pod takes, counting a share by its compute fraction."""
         if self.is_share:
-            return self.gpu_milli / FULL_GPU_MILLI
+            return self.gpus * self.gpu_milli / FULL_GPU_MILLI
         return float(self.gpus)
 
     @property

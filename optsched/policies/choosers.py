@@ -11,7 +11,7 @@ artifact) so the trace replay can be compared with their published results:
   after placement, averaged over CPU, memory and (on GPU nodes) GPU.
 * ``FGD``: the smallest increase of FGD fragmentation
   (:mod:`optsched.capacity.fragmentation`); for a GPU share, also the GPU whose use
-  increases it least.
+  increases it least (a pod of several shares takes the best-fit GPUs).
 * ``GpuPacking``: shared GPUs first, then partly used nodes, then empty ones.
 * ``DotProd``: Tetris-style alignment of request and free vector, as the
   authors configure it (smallest dot product wins).
@@ -55,9 +55,11 @@ def _share_candidates(node: NodeState, req: PodRequest) -> list[int]:
     """:meth:`NodeState.share_candidates`, with a fast path for nodes whose GPU indices are all known."""
     if node.unknown:
         return node.share_candidates(req)
-    milli, mem, healthy = node.gpu_milli, node.gpu_mem, node.healthy
-    need, need_mem = req.gpu_milli, req.gpu_mem_mib
-    return [g for g in range(len(milli)) if healthy[g] and milli[g] >= need and mem[g] >= need_mem]
+    milli, mem, healthy, tasks = node.gpu_milli, node.gpu_mem, node.healthy, node.gpu_tasks
+    need, need_mem = req.gpu_milli, node.share_mem(req)
+    return [
+        g for g in range(len(milli)) if healthy[g] and milli[g] >= need and mem[g] >= need_mem and tasks[g]
+    ]
 
 
 class ScoredChooser:
@@ -240,6 +242,8 @@ class RandomFit(ScoredChooser):
         if not req.is_share or self._rng is None:
             return gpus
         candidates = node.share_candidates(req)
+        if req.gpus > 1:
+            return sorted(self._rng.sample(candidates, req.gpus))
         return [candidates[self._rng.randrange(len(candidates))]]
 
 
@@ -266,7 +270,7 @@ class FGD(ScoredChooser):
 
     def score(self, node: NodeState, req: PodRequest) -> tuple[float, list[int]] | None:
         before = self.meter.node(node)
-        if req.is_share:
+        if req.is_share and req.gpus == 1:
             best: tuple[float, list[int]] | None = None
             seen: set[tuple[int, int]] = set()
             for gpu in _share_candidates(node, req):

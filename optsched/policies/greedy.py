@@ -337,7 +337,7 @@ class _Greedy:
         cpu, mem = req.cpu_milli, req.memory_mib
         milli = req.gpu_milli_total if req.gpus else 0
         # An NVLink island cannot be promised where in-use GPUs have unknown indices.
-        known_only = ps.nvlink_required and req.gpus > 1
+        known_only = ps.nvlink_required and req.gpus > 1 and not req.is_share
         pool = [
             s
             for s in states

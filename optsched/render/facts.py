@@ -27,7 +27,18 @@ def request_of(snapshot_workload: Workload | None, pod_set: str) -> PodRequest |
 
 
 def shape_text(request: PodRequest) -> str:
-    """One pod's GPU ask in words: ``8``, ``0.25`` (a share), ``1g.10gb`` (MIG) or ``cpu``."""
+    """One pod's GPU ask: ``8``, ``0.25`` (a share), ``2x0.25`` (shares of 2 GPUs), ``mig 1g.10gb`` or ``0``.
+
+    A share that asks for memory only reads ``4000MiB`` (or ``50%mem``).
+    """
+    if request.is_share:
+        if request.gpu_milli:
+            each = fmt_gpus(request.gpu_milli / FULL_GPU_MILLI)
+        elif request.gpu_mem_mib:
+            each = f"{request.gpu_mem_mib}MiB"
+        else:
+            each = f"{request.gpu_mem_percent}%mem"
+        return each if request.gpus == 1 else f"{request.gpus}x{each}"
     if request.gpus:
         return fmt_gpus(request.gpu_equivalent)
     mig = [name.rsplit("mig-", 1)[-1] for name in request.extended if "mig-" in name]

@@ -11,11 +11,13 @@ from optsched.model.names import (
     GPU_MEMORY_LABEL,
     GPU_RESOURCE,
     GPU_TOPOLOGY_ANNOTATION,
+    HAMI_REGISTER_ANNOTATION,
     MIG_PREFIX,
     PRODUCT_LABEL,
 )
 from optsched.model.snapshot import FULL_GPU_MILLI, AssumedPod, Node, NodeUsage, PodRequest
 from optsched.snapshot.fields import describe, get_list, get_map, get_str, string_map
+from optsched.snapshot.hami import DeviceUse, HamiNode, pod_devices, read_register
 from optsched.snapshot.pods import gpu_indices, is_terminal, pod_request, share_milli_for_usage, valid_indices
 from optsched.snapshot.quantity import count, cpu_milli, memory_mib
 from optsched.snapshot.scheduling import parse_taints
@@ -23,15 +25,28 @@ from optsched.topology.gpu_topology import no_nvlink, parse_gpu_topology
 
 
 def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
-    """A Node, or None with a warning when its GPU topology annotation is unusable."""
+    """A Node, or None with a warning when its GPU topology or HAMi register annotation is unusable.
+
+    On a HAMi node (:mod:`optsched.snapshot.hami`) the GPUs are the physical
+    ones HAMi registers, not the ``nvidia.com/gpu`` it advertises (GPUs times
+    its split count).
+    """
     name = get_str(obj, "metadata.name", required=True)
     labels = string_map(get_map(obj, "metadata").get("labels"), obj=obj, field="metadata.labels")
     annotations = string_map(
         get_map(obj, "metadata").get("annotations"), obj=obj, field="metadata.annotations"
     )
     quantity = _Allocatable(obj)
-    gpu_count = quantity(GPU_RESOURCE, count)
+    advertised = gpu_count = quantity(GPU_RESOURCE, count)
     extended = {k: quantity(k, count) for k in quantity.names if k.startswith(MIG_PREFIX)}
+    hami: HamiNode | None = None
+    if HAMI_REGISTER_ANNOTATION in annotations:
+        try:
+            hami = read_register(annotations[HAMI_REGISTER_ANNOTATION])
+        except ValueError as exc:
+            warning = f"Node {name}: annotation {HAMI_REGISTER_ANNOTATION} is malformed ({exc}); "
+            return None, [warning + "node left out of planning"]
+        gpu_count = hami.gpu_count
     raw_topology = annotations.get(GPU_TOPOLOGY_ANNOTATION)
     topology = no_nvlink(gpu_count)
     if raw_topology is not None:
@@ -58,7 +73,7 @@ def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
         ready=_ready(obj),
         unschedulable=bool(get_map(obj, "spec").get("unschedulable")),
     )
-    return node, []
+    return (node if hami is None else hami.applied_to(node, advertised=advertised)), []
 
 
 class _Allocatable:
@@ -109,11 +124,13 @@ class _UsageBuilder:
     unknown: int = 0
     gpu_milli: list[int] = field(default_factory=list)
     gpu_mem: list[int] = field(default_factory=list)
+    gpu_tasks: list[int] = field(default_factory=list)
     extended: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.gpu_milli = [0] * self.node.gpu_count
         self.gpu_mem = [0] * self.node.gpu_count
+        self.gpu_tasks = [0] * self.node.gpu_count
 
     def book(self, request: PodRequest, indices: list[int] | None, *, who: str) -> list[str]:
         """Count one pod; returns a warning when its GPU indices do not match its request."""
@@ -137,10 +154,21 @@ class _UsageBuilder:
         for gpu in indices:
             if request.is_share:
                 self.gpu_milli[gpu] += share_milli_for_usage(request, self.node.gpu_memory_mib)
-                self.gpu_mem[gpu] += request.gpu_mem_mib
+                self.gpu_mem[gpu] += request.share_memory(self.node.gpu_memory_mib)
             else:
                 self.gpu_milli[gpu] += FULL_GPU_MILLI
                 self.gpu_mem[gpu] += self.node.gpu_memory_mib
+        return warnings
+
+    def book_hami(self, request: PodRequest, devices: list[DeviceUse] | None, *, who: str) -> list[str]:
+        """Count a pod on a HAMi node: its GPUs as HAMi's assignment records them (unknown without one)."""
+        if devices is None:
+            return self.book(request, None, who=who)
+        warnings = self.book(request.model_copy(update={"gpus": 0}), None, who=who)
+        for use in devices:
+            self.gpu_milli[use.index] += use.milli
+            self.gpu_mem[use.index] += use.memory_mib
+            self.gpu_tasks[use.index] += 1
         return warnings
 
     def clamp(self) -> list[str]:
@@ -173,6 +201,7 @@ class _UsageBuilder:
             gpu_mem_mib=tuple(self.gpu_mem),
             unknown_index_gpus=self.unknown,
             extended=self.extended,
+            gpu_tasks=tuple(self.gpu_tasks) if self.node.hami else (),
         )
 
 
@@ -184,7 +213,8 @@ def node_usage(
     A pod whose ``optsched.io/gpus`` annotation is missing or invalid holds
     GPUs of unknown index: they are counted (so capacity stays right) but no
     index is ever promised on their account. A share of unknown index is
-    counted as a whole GPU, the only safe assumption.
+    counted as a whole GPU, the only safe assumption. On a HAMi node the
+    devices come from HAMi's own assignment annotation instead.
     """
     builders: dict[str, _UsageBuilder] = {}
     warnings: list[str] = []
@@ -194,14 +224,20 @@ def node_usage(
             continue
         node = nodes[node_name]
         request = pod_request(get_map(pod, "spec"), obj=pod, field="spec")
-        indices = gpu_indices(pod, node.gpu_count) if request.gpus else None
         builder = builders.setdefault(node_name, _UsageBuilder(node))
+        if node.hami and request.gpus:
+            devices, notes = pod_devices(pod, node, request.gpus, describe(pod))
+            warnings += notes + builder.book_hami(request, devices, who=describe(pod))
+            continue
+        indices = gpu_indices(pod, node.gpu_count) if request.gpus else None
         warnings += builder.book(request, indices, who=describe(pod))
     for slot in assumed:
         if slot.node not in nodes:
             continue
         host = nodes[slot.node]
-        indices = valid_indices(list(slot.gpus), host.gpu_count) if slot.gpus is not None else None
+        # HAMi picks a pod's devices itself, so a planned index is no record of where it runs.
+        known = slot.gpus is not None and not host.hami
+        indices = valid_indices(list(slot.gpus or ()), host.gpu_count) if known else None
         builder = builders.setdefault(slot.node, _UsageBuilder(host))
         warnings += builder.book(
             slot.request, indices, who=f"a pod of {slot.workload} assumed on {host.name}"

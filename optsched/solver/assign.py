@@ -11,7 +11,8 @@ node, deterministically:
    :meth:`NodeState.choose_gpus` (tightest island that holds them, else fewest
    islands);
 3. shares go on the partly used GPU the model chose, or on the untouched GPUs
-   left over, slot by slot.
+   left over, slot by slot; a pod of N shares gets N of them, dealt out so no
+   pod gets one GPU twice.
 
 The model's constraints guarantee every step succeeds; if one does not, the
 model and this code disagree, which is a bug, so it raises instead of
@@ -157,17 +158,22 @@ class _Node:
                     for _ in range(count):
                         self._place(ps, [], out, ())
                 continue
-            placed = 0
-            for gpu, var in shares.on_gpu(ps.index, self.n):
-                for _ in range(value(var)):
-                    self._place(ps, [gpu], out, (gpu,))
-                    placed += 1
-            for j, var in enumerate(shares.fresh(ps.index, self.n)):
-                for _ in range(value(var)):
-                    self._place(ps, [untouched[j]], out, (untouched[j],))
-                    placed += 1
-            if placed != count:
-                raise AssignmentError(f"node {self.name}: {ps.label()} has {count} pods but {placed} shares")
+            # One entry per share, GPU by GPU: dealt out round-robin, no pod gets a GPU twice
+            # (the model puts at most ``count`` shares of the PodSet on any GPU).
+            dealt = [gpu for gpu, var in shares.on_gpu(ps.index, self.n) for _ in range(value(var))]
+            fresh = shares.fresh(ps.index, self.n)
+            dealt += [untouched[j] for j, var in enumerate(fresh) for _ in range(value(var))]
+            per_pod = ps.request.gpus
+            if len(dealt) != count * per_pod:
+                raise AssignmentError(
+                    f"node {self.name}: {ps.label()} has {count} pods of {per_pod} shares, "
+                    f"the model placed {len(dealt)} shares"
+                )
+            for pod in range(count):
+                gpus = sorted(dealt[pod::count])
+                if len(set(gpus)) != per_pod:
+                    raise AssignmentError(f"node {self.name}: {ps.label()} would get GPU {gpus} twice")
+                self._place(ps, gpus, out, tuple(gpus))
 
 
 def _next_pod(remaining: dict[PodSetVars, int], g: int) -> PodSetVars | None:

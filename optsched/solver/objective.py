@@ -97,7 +97,7 @@ class ObjectiveTerm:
 
 def pod_value(req: PodRequest, age_hours: float, ageing: AgeingSettings) -> int:
     """Objective value of one admitted pod (milli-GPUs, ageing included)."""
-    base = req.gpu_milli if req.is_share else req.gpus * FULL_GPU_MILLI
+    base = req.gpu_milli_total if req.is_share else req.gpus * FULL_GPU_MILLI
     if base == 0:
         return 1
     bonus = min(ageing.cap, ageing.per_hour * age_hours)

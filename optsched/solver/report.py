@@ -60,7 +60,7 @@ def capacity_bounds(problem: Problem, outcome: StagesOutcome) -> dict[str, float
     for entry in problem.workloads:
         for ps in entry.pod_sets:
             req = ps.request
-            base = req.gpu_milli if req.is_share else req.gpus * FULL_GPU_MILLI
+            base = req.gpu_milli_total if req.is_share else req.gpus * FULL_GPU_MILLI
             value = pod_value(req, entry.age_hours, problem.settings.ageing)
             by_level.setdefault(entry.workload.priority, []).append((value, base, ps.pod_set.count))
     out: dict[str, float] = {}

@@ -1,11 +1,12 @@
 """Node capacity, checked independently: what the plan puts on each node and each GPU.
 
 Every pod is booked on its node: CPU, memory, pod slots, extended resources,
-and its GPUs by index (whole, or a share of compute and memory). A GPU is given
-whole to one pod at most, never to a pod and a share, never while a running pod
-holds it, and shares never exceed its compute or memory. Where in-use GPUs have
-unknown indices no index may be promised, because the free-looking GPU may be
-the one in use.
+and its GPUs by index (whole, or a share of compute and memory on each of its
+GPUs, all different). A GPU is given whole to one pod at most, never to a pod
+and a share, never while a running pod holds it, and shares never exceed its
+compute, its memory or its split count (HAMi's most tasks per GPU). Where
+in-use GPUs have unknown indices no index may be promised, because the
+free-looking GPU may be the one in use.
 """
 
 from __future__ import annotations
@@ -76,10 +77,10 @@ def _unindexed(where: str, ps: PodSet, usage: NodeUsage, load: NodeLoad) -> list
         violations.append(
             f"{where}: no GPU indices given, though every in-use GPU of the node has a known index"
         )
-    if ps.nvlink_required and req.gpus > 1:
+    if ps.nvlink_required and req.gpus > 1 and not share:
         violations.append(f"{where}: NVLink island required but no GPU indices given")
     if share:
-        load.unindexed_shares += 1
+        load.unindexed_shares += req.gpus
     else:
         load.unindexed_whole += req.gpus
     return violations
@@ -103,7 +104,7 @@ def _indexed(
         )
     for gpu in sorted(set(gpus)):
         violations += _one_gpu(where, node, ps, pod, gpu, usage, load)
-    if ps.nvlink_required and len(gpus) > 1:
+    if ps.nvlink_required and len(gpus) > 1 and not share:
         islands = node.nvlink_islands or tuple((i,) for i in range(node.gpu_count))
         if not any(set(gpus) <= set(island) for island in islands):
             violations.append(
@@ -129,16 +130,20 @@ def _one_gpu(
                 f"{where}: GPU {gpu} looks free but may be held by one of the "
                 f"{usage.unknown_index_gpus} in-use GPUs of unknown index"
             )
+        need_mem = req.share_memory(node.gpu_memory_mib, hami=node.hami)
         load.share_milli[gpu] = load.share_milli.get(gpu, 0) + req.gpu_milli
-        load.share_mem[gpu] = load.share_mem.get(gpu, 0) + req.gpu_mem_mib
+        load.share_mem[gpu] = load.share_mem.get(gpu, 0) + need_mem
         load.share_pods.setdefault(gpu, []).append(where)
         milli = used_milli + load.share_milli[gpu]
         mem = used_mem + load.share_mem[gpu]
         if milli > FULL_GPU_MILLI:
             violations.append(f"{where}: GPU {gpu} compute over-committed ({milli}/{FULL_GPU_MILLI} milli)")
         # A snapshot may already show the memory over-used; only memory the plan adds counts against it.
-        if node.gpu_memory_mib and req.gpu_mem_mib and mem > node.gpu_memory_mib:
+        if node.gpu_memory_mib and need_mem and mem > node.gpu_memory_mib:
             violations.append(f"{where}: GPU {gpu} memory over-committed ({mem}/{node.gpu_memory_mib} MiB)")
+        tasks = (usage.gpu_tasks[gpu] if gpu < len(usage.gpu_tasks) else 0) + len(load.share_pods[gpu])
+        if node.gpu_split and tasks > node.gpu_split:
+            violations.append(f"{where}: GPU {gpu} runs {tasks} tasks, its split count is {node.gpu_split}")
         return violations
     if used_milli > 0 or used_mem > 0:
         violations.append(f"{where}: GPU {gpu} is already in use by a running pod")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from optsched.model.names import GPU_CORES_RESOURCE, GPU_MEM_RESOURCE, GPU_RESOURCE
+from optsched.model.names import GPU_CORES_RESOURCE, GPU_MEM_PERCENT_RESOURCE, GPU_MEM_RESOURCE, GPU_RESOURCE
 from optsched.model.snapshot import ClusterQueue, PodSet, ResourceQuota, Snapshot
 
 Charges = dict[tuple[str, str, str], int]
@@ -104,12 +104,14 @@ def _quota_amounts(ps: PodSet, pods: int) -> dict[str, int]:
     """What ``pods`` pods of ``ps`` count against quota, per Kueue resource name."""
     req = ps.request
     out = {"cpu": req.cpu_milli * pods, "memory": req.memory_mib * pods, "pods": pods}
+    # As Kueue counts them: the containers' requests as written, not per device.
+    listed = dict(req.listed)
     if req.gpus:
         out[GPU_RESOURCE] = req.gpus * pods
-        if req.gpu_mem_mib:
-            out[GPU_MEM_RESOURCE] = req.gpu_mem_mib * req.gpus * pods
-        if req.is_share:
-            out[GPU_CORES_RESOURCE] = (req.gpu_milli // 10) * req.gpus * pods
+        if not listed and req.is_share:
+            listed = {GPU_MEM_RESOURCE: req.gpu_mem_mib, GPU_MEM_PERCENT_RESOURCE: req.gpu_mem_percent}
+            listed[GPU_CORES_RESOURCE] = req.gpu_milli // 10
+    out.update({name: amount * pods for name, amount in listed.items() if amount})
     for name, amount in req.extended.items():
         out[name] = out.get(name, 0) + amount * pods
     return out

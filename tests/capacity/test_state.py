@@ -69,3 +69,26 @@ def test_free_gpu_cache_follows_take_and_give_back() -> None:
     share = PodRequest(gpus=1, gpu_milli=100)
     state.take(share, [3])
     assert state.fully_free_gpus() == (0, 1, 2)
+
+
+def test_a_pod_of_several_shares_takes_the_busiest_gpus_with_room_and_gives_them_back() -> None:
+    usage = NodeUsage(gpu_milli=(500, 0, 200, 1000), gpu_mem_mib=(0, 0, 0, 81_920))
+    state = NodeState.from_node(node("n", gpus=4), usage)
+    shares = PodRequest(gpus=2, gpu_milli=400, gpu_mem_mib=1000)
+    gpus = state.choose_gpus(shares)
+    assert gpus == [0, 2]
+    state.take(shares, gpus)
+    assert state.gpu_milli == [100, 1000, 400, 0] and state.gpu_mem[0] == 81_920 - 1000
+    assert state.choose_gpus(shares) == [1, 2]
+    assert state.choose_gpus(PodRequest(gpus=3, gpu_milli=400)) is None
+    state.give_back(shares, gpus)
+    assert state.gpu_milli == [500, 1000, 800, 0]
+
+
+def test_on_a_hami_node_a_share_naming_no_memory_takes_all_of_it() -> None:
+    hami = node("n", gpus=2, gpu_mem=16_000).model_copy(update={"hami": True, "gpu_split": 10})
+    state = NodeState.from_node(hami, NodeUsage(gpu_milli=(300, 0), gpu_mem_mib=(1000, 0), gpu_tasks=(1, 0)))
+    cores = PodRequest(gpus=1, gpu_milli=200)
+    assert state.share_mem(cores) == 16_000
+    assert state.share_candidates(cores) == [1]
+    assert state.gpu_tasks == [9, 10]

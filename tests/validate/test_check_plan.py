@@ -211,6 +211,34 @@ def test_gpu_shares_must_fit_compute_and_memory() -> None:
     )
 
 
+def test_a_pod_of_several_shares_needs_different_gpus_with_room_on_each() -> None:
+    shares = pods(1, 2, gpu_milli=500, gpu_mem=30_000)
+    snap = snapshot([node("n1", gpus=2, gpu_mem=81_920)], [workload("a", shares), workload("b", shares)])
+    assert check_plan(snap, plan(decide("a", [("n1", [0, 1])]), decide("b", [("n1", [0, 1])]))) == []
+    assert "GPU index repeated in [0, 0]" in one(snap, decide("a", [("n1", [0, 0])]), decide("b"))
+    heavy = pods(1, 2, gpu_milli=500, gpu_mem=50_000)
+    snap = snapshot([node("n1", gpus=2, gpu_mem=81_920)], [workload("a", heavy), workload("b", heavy)])
+    violations = check_plan(snap, plan(decide("a", [("n1", [0, 1])]), decide("b", [("n1", [1, 0])])))
+    assert [v.split(": ", 1)[1] for v in violations] == [
+        "GPU 0 memory over-committed (100000/81920 MiB)",
+        "GPU 1 memory over-committed (100000/81920 MiB)",
+    ]
+
+
+def test_no_gpu_runs_more_tasks_than_its_split_count() -> None:
+    hami = node("n1", gpus=1).model_copy(update={"hami": True, "gpu_split": 2})
+    tiny = pods(1, 1, gpu_milli=100, gpu_mem=100)
+    snap = snapshot(
+        [hami],
+        [workload("a", tiny), workload("b", tiny)],
+        usage={"n1": NodeUsage(gpu_milli=(100,), gpu_mem_mib=(100,), gpu_tasks=(1,))},
+    )
+    assert check_plan(snap, plan(decide("a", [("n1", [0])]), decide("b"))) == []
+    assert "GPU 0 runs 3 tasks, its split count is 2" in one(
+        snap, decide("a", [("n1", [0])]), decide("b", [("n1", [0])])
+    )
+
+
 def test_share_on_a_gpu_given_whole_to_another_pod() -> None:
     snap = snapshot(
         [node("n1", gpus=2)], [workload("a", pods(1, 2)), workload("b", pods(1, 1, gpu_milli=500))]

@@ -79,7 +79,13 @@ def demand(ps: PodSet, product: str) -> str:
     req = ps.request
     what = f"{product} GPUs" if product else "GPUs"
     if req.is_share:
-        return f"{ps.needed} GPU shares of {req.gpu_milli / FULL_GPU_MILLI:g}"
+        if req.gpu_milli:
+            size = f"{req.gpu_milli / FULL_GPU_MILLI:g}"
+        else:
+            size = f"{req.gpu_mem_mib} MiB" if req.gpu_mem_mib else f"{req.gpu_mem_percent}% memory"
+        if req.gpus == 1:
+            return f"{ps.needed} GPU shares of {size}"
+        return f"{ps.needed} pods x {req.gpus} GPU shares of {size} on different GPUs"
     if req.gpus:
         total = ps.needed * req.gpus
         return f"{total} {what} ({ps.needed} pods x {req.gpus})" if ps.needed > 1 else f"{total} {what}"

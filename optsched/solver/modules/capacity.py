@@ -1,12 +1,17 @@
 """Node capacity: CPU, memory, pod slots, extended resources (MIG), whole GPUs and GPU shares.
 
 Whole-GPU pods count against the node's whole free GPUs (index-unknown usage
-already subtracted). A share goes on one GPU: partly used GPUs get a count
+already subtracted). Each share goes on one GPU: partly used GPUs get a count
 variable per GPU index, and untouched GPUs are opened as interchangeable
 "slots" (a Boolean each, ordered to break symmetry); an opened slot is no
-longer a whole free GPU. Shares on one GPU never exceed its free compute or
-free memory. Constraints that cannot bind (every candidate at its upper bound
-still fits) are left out to keep large models small.
+longer a whole free GPU. Shares on one GPU never exceed its free compute, free
+memory or free task slots (HAMi's split count). A pod of N shares (HAMi's
+``nvidia.com/gpu: N`` with ``gpumem``/``gpucores``) puts one share on each of
+N different GPUs: the PodSet's shares on the node are N times its pods, and no
+GPU or slot holds more of them than there are pods, which is exactly when the
+counts split into pods (:func:`optsched.capacity.fit.spread_room`).
+Constraints that cannot bind (every candidate at its upper bound still fits)
+are left out to keep large models small.
 
 The share variables go to :class:`~optsched.solver.variables.ShareVars`:
 packing counts opened slots as used GPUs, and the GPU assignment reads which
@@ -20,7 +25,7 @@ from functools import partial
 from ortools.sat.python import cp_model
 
 from optsched.capacity.fit import fresh_gpus, share_gpus, share_slots
-from optsched.capacity.state import NodeState
+from optsched.capacity.state import UNLIMITED_TASKS, NodeState
 from optsched.model.snapshot import FULL_GPU_MILLI
 from optsched.solver.context import ModelContext, Switch
 from optsched.solver.hints import HintView
@@ -76,7 +81,7 @@ def _shares(ctx: ModelContext, n: int, shares: OnNode) -> list[cp_model.IntVar]:
     by_pod_set: dict[PodSetVars, list[Candidate]] = {}
     for e, c in shares:
         by_pod_set.setdefault(e, []).append(c)
-    slots = min(fresh_gpus(node), sum(cs[0].ub for cs in by_pod_set.values()))
+    slots = min(fresh_gpus(node), sum(cs[0].ub * e.request.gpus for e, cs in by_pod_set.items()))
     touched = [model.new_bool_var(f"open[{n},{j}]") for j in range(slots)]
     for j in range(1, slots):
         model.add_implication(touched[j], touched[j - 1])
@@ -102,12 +107,16 @@ def _shares(ctx: ModelContext, n: int, shares: OnNode) -> list[cp_model.IntVar]:
             fresh.append(var)
             parts.append(var)
         placed = cs[0].y if len(cs) == 1 else sum((c.y for c in cs), start=0)
-        model.add(placed == sum(parts, start=0))
+        model.add(req.gpus * placed == sum(parts, start=0))
+        if req.gpus > 1:
+            for var in parts:
+                model.add(var <= placed)
         ctx.vars.shares.add_pod_set(e.index, n, on_gpu, fresh)
     for g, items in per_gpu.items():
-        _gpu_limits(model, items, node.gpu_milli[g], node.gpu_mem[g], None)
+        _gpu_limits(model, node, items, (node.gpu_milli[g], node.gpu_mem[g], node.gpu_tasks[g]), None)
     for j, items in enumerate(per_slot):
-        _gpu_limits(model, items, FULL_GPU_MILLI, node.gpu_mem_total, touched[j])
+        free = (FULL_GPU_MILLI, node.gpu_mem_total, node.tasks_total)
+        _gpu_limits(model, node, items, free, touched[j])
     ctx.vars.shares.add_slots(n, touched)
     _hints(ctx, n, [(e, cs[0]) for e, cs in by_pod_set.items()], touched)
     return touched
@@ -128,13 +137,13 @@ def _hints(ctx: ModelContext, n: int, shares: OnNode, touched: list[cp_model.Int
         return int(j < len(_opened(node, n, shares, h)))
 
     def on_gpu(h: HintView, e: PodSetVars, g: int) -> int:
-        return sum(1 for gpus in h.gpus.get((e.index, n), []) if gpus == (g,))
+        return sum(1 for gpus in h.gpus.get((e.index, n), []) if g in gpus)
 
     def on_slot(h: HintView, e: PodSetVars, j: int) -> int:
         slots = _opened(node, n, shares, h)
         if j >= len(slots):
             return 0
-        return sum(1 for gpus in h.gpus.get((e.index, n), []) if gpus == (slots[j],))
+        return sum(1 for gpus in h.gpus.get((e.index, n), []) if slots[j] in gpus)
 
     for j, var in enumerate(touched):
         ctx.derive(var, partial(slot_open, j=j))
@@ -146,17 +155,21 @@ def _hints(ctx: ModelContext, n: int, shares: OnNode, touched: list[cp_model.Int
 
 
 def _gpu_limits(
-    model: cp_model.CpModel, items: ShareItems, milli: int, mem: int, opened: cp_model.IntVar | None
+    model: cp_model.CpModel,
+    node: NodeState,
+    items: ShareItems,
+    free: tuple[int, int, int],
+    opened: cp_model.IntVar | None,
 ) -> None:
-    """Shares on one GPU within its free compute and memory (an unopened slot holds none)."""
+    """Shares on one GPU within its free compute, memory and tasks (an unopened slot holds none)."""
     if not items:
         return
     variables = [v for _, v in items]
     compute = cp_model.LinearExpr.weighted_sum(variables, [e.request.gpu_milli for e, _ in items])
-    memory = cp_model.LinearExpr.weighted_sum(variables, [e.request.gpu_mem_mib for e, _ in items])
-    if opened is None:
-        model.add(compute <= milli)
-        model.add(memory <= mem)
-    else:
-        model.add(compute <= milli * opened)
-        model.add(memory <= mem * opened)
+    memory = cp_model.LinearExpr.weighted_sum(variables, [node.share_mem(e.request) for e, _ in items])
+    milli, mem, tasks = free
+    limits = [(compute, milli), (memory, mem)]
+    if tasks < UNLIMITED_TASKS:
+        limits.append((cp_model.LinearExpr.sum(variables), tasks))
+    for used, room in limits:
+        model.add(used <= (room if opened is None else room * opened))
