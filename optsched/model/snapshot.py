@@ -307,6 +307,16 @@ class Topology(Frozen):
     levels: tuple[str, ...]
 
 
+class LeftOut(Frozen):
+    """An object of the input that could not be read and was left out of the snapshot."""
+
+    kind: str
+    namespace: str = ""
+    name: str = ""
+    message: str
+    """What is wrong with it: file, object, field and what was expected."""
+
+
 class Snapshot(Frozen):
     """Everything the planner knows about the cluster at one instant."""
 
@@ -320,6 +330,8 @@ class Snapshot(Frozen):
     topologies: tuple[Topology, ...] = ()
     default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS
     warnings: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
+    """Objects that could not be read; each is also among the warnings."""
     source: str = ""
 
     def node(self, name: str) -> Node | None:

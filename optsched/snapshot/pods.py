@@ -14,19 +14,18 @@ from optsched.model.names import (
     MIG_PREFIX,
 )
 from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
-from optsched.snapshot.fields import describe
+from optsched.snapshot.fields import as_list, as_map, describe
 from optsched.snapshot.quantity import count, cpu_milli, memory_mib
 
 _GPU_KEYS = (GPU_RESOURCE, GPU_MEM_RESOURCE, GPU_CORES_RESOURCE)
 
 
-def _container_requests(container: dict[str, Any], *, obj: dict[str, Any], field: str) -> dict[str, Any]:
+def _container_requests(container: Any, *, obj: dict[str, Any], field: str) -> dict[str, Any]:
     """Requests, with limits standing in where a request is absent (as the API server defaults them)."""
-    resources = container.get("resources") or {}
-    if not isinstance(resources, dict):
-        raise InputError("resources must be a mapping", obj=describe(obj), field=field)
-    merged: dict[str, Any] = dict(resources.get("limits") or {})
-    merged.update(resources.get("requests") or {})
+    entry = as_map(container, obj=obj, field=field)
+    resources = as_map(entry.get("resources"), obj=obj, field=f"{field}.resources")
+    merged: dict[str, Any] = dict(as_map(resources.get("limits"), obj=obj, field=f"{field}.resources.limits"))
+    merged.update(as_map(resources.get("requests"), obj=obj, field=f"{field}.resources.requests"))
     return merged
 
 
@@ -39,11 +38,30 @@ def _parse(merged: dict[str, Any], *, obj: dict[str, Any], field: str) -> dict[s
                 out[name] = cpu_milli(value)
             elif name == "memory":
                 out[name] = memory_mib(value)
-            elif name in _GPU_KEYS or name.startswith(MIG_PREFIX):
+            elif name in _GPU_KEYS or str(name).startswith(MIG_PREFIX):
                 out[name] = count(value)
+            else:
+                continue
         except InputError as exc:
             raise InputError(exc.detail, obj=describe(obj), field=where) from None
+        if out[name] < 0:
+            raise InputError(f"must not be negative, got {value!r}", obj=describe(obj), field=where)
     return out
+
+
+def _add_containers(
+    totals: dict[str, int], spec: dict[str, Any], key: str, *, obj: dict[str, Any], field: str
+) -> None:
+    """Containers add up; an init container runs alone, so only the largest one counts."""
+    for number, container in enumerate(as_list(spec.get(key), obj=obj, field=f"{field}.{key}")):
+        where = f"{field}.{key}[{number}]"
+        requests = _parse(
+            _container_requests(container, obj=obj, field=where), obj=obj, field=f"{where}.resources"
+        )
+        for name, value in requests.items():
+            totals[name] = (
+                totals.get(name, 0) + value if key == "containers" else max(totals.get(name, 0), value)
+            )
 
 
 def pod_request(spec: dict[str, Any], *, obj: dict[str, Any], field: str) -> PodRequest:
@@ -56,22 +74,10 @@ def pod_request(spec: dict[str, Any], *, obj: dict[str, Any], field: str) -> Pod
     share; without them it is a whole device.
     """
     totals: dict[str, int] = {}
-    containers = spec.get("containers") or []
-    if not isinstance(containers, list):
-        raise InputError("containers must be a list", obj=describe(obj), field=f"{field}.containers")
-    for number, container in enumerate(containers):
-        where = f"{field}.containers[{number}].resources"
-        for name, value in _parse(
-            _container_requests(container, obj=obj, field=where), obj=obj, field=where
-        ).items():
-            totals[name] = totals.get(name, 0) + value
-    for number, container in enumerate(spec.get("initContainers") or []):
-        where = f"{field}.initContainers[{number}].resources"
-        for name, value in _parse(
-            _container_requests(container, obj=obj, field=where), obj=obj, field=where
-        ).items():
-            totals[name] = max(totals.get(name, 0), value)
-    for name, value in _parse(spec.get("overhead") or {}, obj=obj, field=f"{field}.overhead").items():
+    _add_containers(totals, spec, "containers", obj=obj, field=field)
+    _add_containers(totals, spec, "initContainers", obj=obj, field=field)
+    overhead = as_map(spec.get("overhead"), obj=obj, field=f"{field}.overhead")
+    for name, value in _parse(overhead, obj=obj, field=f"{field}.overhead").items():
         totals[name] = totals.get(name, 0) + value
     gpus = totals.get(GPU_RESOURCE, 0)
     gpu_mem = totals.get(GPU_MEM_RESOURCE, 0)
@@ -98,8 +104,9 @@ def pod_request(spec: dict[str, Any], *, obj: dict[str, Any], field: str) -> Pod
 
 def gpu_indices(pod: dict[str, Any], gpu_count: int) -> list[int] | None:
     """GPU indices from ``optsched.io/gpus``; None if absent or unusable (then indices are unknown)."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    raw = annotations.get(GPUS_ANNOTATION)
+    meta = pod.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    raw = annotations.get(GPUS_ANNOTATION) if isinstance(annotations, dict) else None
     if not raw:
         return None
     try:
@@ -117,8 +124,8 @@ def valid_indices(indices: list[int], gpu_count: int) -> list[int] | None:
 
 
 def is_terminal(pod: dict[str, Any]) -> bool:
-    phase = (pod.get("status") or {}).get("phase")
-    return phase in ("Succeeded", "Failed")
+    status = pod.get("status")
+    return isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed")
 
 
 def share_milli_for_usage(request: PodRequest, gpu_memory_mib: int) -> int:
