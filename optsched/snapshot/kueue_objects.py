@@ -87,7 +87,7 @@ def workload_state(obj: dict[str, Any]) -> ws.Lifecycle:
 
 
 def _counts(obj: dict[str, Any], raw: dict[str, Any], field: str) -> tuple[int, int | None]:
-    """``count`` (1 when absent) and ``minCount``, as Kueue's API types them (int32, 1 <= minCount <= count)."""
+    """``count`` (1 when absent) and ``minCount`` as Kueue's API types them: int32, 1 <= minCount <= count."""
     pod_count = raw.get("count", 1)
     if isinstance(pod_count, bool) or not isinstance(pod_count, int) or not 1 <= pod_count <= INT32_MAX:
         raise InputError(

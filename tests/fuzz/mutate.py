@@ -49,7 +49,17 @@ API_VERSIONS = (
     "kueue.x-k8s.io/v2",
     "",
 )
-KINDS = ("Node", "Pod", "Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "List", "Thing")
+KINDS = (
+    "Node",
+    "Pod",
+    "Workload",
+    "ClusterQueue",
+    "LocalQueue",
+    "ResourceFlavor",
+    "Topology",
+    "List",
+    "Thing",
+)
 
 Slot = tuple[Any, Any]
 """A container (dict or list) and a key or index in it."""

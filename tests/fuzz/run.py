@@ -37,12 +37,14 @@ SEEDS = ("7", "0", "-1", str(2**64), str(2**70), "x")
 
 def corpus() -> list[tuple[str, Any]]:
     """The real-world dumps the cases mutate: the fuzz corpus and the bundled examples."""
-    files = sorted(CORPUS.glob("*.yaml")) + [EXAMPLES / "cluster-small.yaml", EXAMPLES / "fifo-trap.yaml"]
+    files = [*sorted(CORPUS.glob("*.yaml")), EXAMPLES / "cluster-small.yaml", EXAMPLES / "fifo-trap.yaml"]
     out = []
     for path in files:
         documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
-        single = documents[0] if len(documents) == 1 else {"apiVersion": "v1", "kind": "List", "items": documents}
-        out.append((path.name, single))
+        if len(documents) == 1:
+            out.append((path.name, documents[0]))
+        else:
+            out.append((path.name, {"apiVersion": "v1", "kind": "List", "items": documents}))
     return out
 
 

@@ -193,7 +193,7 @@ def test_a_workload_without_podsets_is_left_out_and_the_others_are_read() -> Non
     snapshot = snapshot_from_objects([node_obj("n1"), obj, workload_obj("fine")], source="x.yaml")
     assert [w.name for w in snapshot.workloads] == ["fine"]
     [warning] = snapshot.warnings
-    assert "x.yaml: Workload ns/w: field spec.podSets: is required but missing (left out)" == warning
+    assert warning == "x.yaml: Workload ns/w: field spec.podSets: is required but missing (left out)"
 
 
 def test_not_yaml_is_bad_input(tmp_path: Path) -> None:
