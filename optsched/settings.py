@@ -96,7 +96,7 @@ class Settings(_Strict):
     """
     workers: int = Field(default=0, ge=0)
     """CP-SAT search workers; 0 uses every core. Tests use 1 for determinism."""
-    random_seed: int = 0
+    random_seed: int = Field(default=0, ge=0, le=2**31 - 1)
     """CP-SAT random seed; with ``workers=1`` the same snapshot gives the same plan."""
     window_factor: float = Field(default=2.0, gt=0.0)
     """Plan jointly the queue head whose GPU demand reaches this multiple of free GPUs.

@@ -45,6 +45,19 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+MAX_SEED = 2**31 - 1
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be in 0..{MAX_SEED}, got {text}")
+    return value
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "plan",
@@ -80,7 +93,9 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="run every policy on the same snapshot and print them side by side",
     )
-    parser.add_argument("--seed", type=int, metavar="N", help="solver random seed")
+    parser.add_argument(
+        "--seed", type=_seed, metavar="N", help=f"solver random seed, 0..{MAX_SEED} (CP-SAT's is 32-bit)"
+    )
     parser.add_argument(
         "--deterministic",
         action="store_true",

@@ -14,15 +14,14 @@ Three jobs, all pure:
   so the next plan does not hand the same GPUs out twice.
 
 The cluster facts (nodes, bound pods, queue objects) are parsed once, by the
-snapshot builder. The builder stops at the first malformed object; only then
-is each object parsed on its own, to report every malformed one and build
-from the rest. A node whose GPU topology is unusable is left out by the
-builder without an error, and reported here all the same.
+snapshot builder, which leaves out every object it cannot read (and the node
+of a bound pod it cannot read) and says which; each becomes a report here, as
+does a node whose GPU topology is unusable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,14 +32,7 @@ from optsched.kueue import workload_status as ks
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS
 from optsched.model.snapshot import AssumedPod, CheckState, PodRequest, Snapshot
 from optsched.snapshot.build import snapshot_from_objects
-from optsched.snapshot.kueue_objects import (
-    parse_cluster_queue,
-    parse_local_queue,
-    parse_resource_flavor,
-    parse_topology,
-)
 from optsched.snapshot.nodes import parse_node
-from optsched.snapshot.pods import is_terminal, pod_request
 from optsched.snapshot.queue_state import with_admissibility
 
 
@@ -86,50 +78,30 @@ def report_for(obj: Mapping[str, Any], reason: str, message: str) -> Report:
     )
 
 
-def _check_pod(obj: dict[str, Any]) -> None:
-    """A pod is read only where it holds capacity: bound to a node and not finished."""
-    spec = obj.get("spec") or {}
-    if spec.get("nodeName") and not is_terminal(obj):
-        pod_request(spec, obj=obj, field="spec")
-
-
-_PARSERS: dict[str, Callable[[dict[str, Any]], object]] = {
-    "Node": parse_node,
-    "ClusterQueue": parse_cluster_queue,
-    "LocalQueue": parse_local_queue,
-    "ResourceFlavor": parse_resource_flavor,
-    "Topology": parse_topology,
-    "Pod": _check_pod,
-}
-
-
-def sanitize(objects: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Report]]:
-    """Objects that parse, and a report for each one that does not (dropped)."""
-    good: list[dict[str, Any]] = []
-    reports: list[Report] = []
-    for obj in objects:
-        kind = str(obj.get("kind", ""))
-        try:
-            if kind in _PARSERS:
-                _PARSERS[kind](obj)
-        except InputError as exc:
-            reports.append(report_for(obj, f"Invalid{kind}", str(exc)))
-            continue
-        except (TypeError, AttributeError, ValueError) as exc:
-            reports.append(report_for(obj, f"Invalid{kind}", f"{ks.key_of(obj)}: unreadable ({exc})"))
-            continue
-        good.append(obj)
-    return good, reports
-
-
-def _left_out_nodes(objects: Iterable[dict[str, Any]], snapshot: Snapshot) -> list[Report]:
-    """Reports for Nodes the builder left out (an unusable GPU topology), with its own words."""
+def _left_out_reports(objects: Sequence[dict[str, Any]], snapshot: Snapshot) -> list[Report]:
+    """A report per object the builder left out: unreadable ones, and Nodes it could not plan on."""
+    by_key = {(str(o.get("kind", "")), ks.key_of(o)): o for o in objects}
+    reports = []
+    for item in snapshot.left_out:
+        obj = by_key.get((item.kind, f"{item.namespace or 'default'}/{item.name}"))
+        if obj is not None:
+            reports.append(report_for(obj, f"Invalid{item.kind}", item.message))
+    reported = {(r.kind, r.name) for r in reports}
     kept = {n.name for n in snapshot.nodes}
-    return [
-        report_for(obj, "InvalidNode", "; ".join(parse_node(obj)[1]))
-        for obj in objects
-        if obj.get("kind") == "Node" and ks.meta(obj).get("name") not in kept
-    ]
+    for obj in objects:
+        name = ks.meta(obj).get("name")
+        if obj.get("kind") == "Node" and name not in kept and ("Node", name) not in reported:
+            node, warnings = _parse_node_quietly(obj)
+            if node is None:
+                reports.append(report_for(obj, "InvalidNode", "; ".join(warnings)))
+    return reports
+
+
+def _parse_node_quietly(obj: dict[str, Any]) -> tuple[object | None, list[str]]:
+    try:
+        return parse_node(obj)
+    except InputError as exc:
+        return None, [str(exc)]
 
 
 def cluster_snapshot(
@@ -139,19 +111,11 @@ def cluster_snapshot(
     default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS,
     source: str = "cluster",
 ) -> tuple[Snapshot, list[Report]]:
-    """The snapshot of the cluster facts, and a report per malformed object left out of it."""
-
-    def build(facts: Sequence[dict[str, Any]]) -> Snapshot:
-        return snapshot_from_objects(
-            facts, source=source, default_topology_levels=default_topology_levels, assumed=assumed
-        )
-
-    try:
-        snapshot = build(objects)
-    except (InputError, TypeError, AttributeError, ValueError):
-        good, reports = sanitize(objects)
-        return build(good), reports
-    return snapshot, _left_out_nodes(objects, snapshot)
+    """The snapshot of the cluster facts, and a report per object left out of it."""
+    snapshot = snapshot_from_objects(
+        objects, source=source, default_topology_levels=default_topology_levels, assumed=assumed
+    )
+    return snapshot, _left_out_reports(objects, snapshot)
 
 
 def assumed_pods(view: WorkloadView, pods: Iterable[PodView]) -> list[AssumedPod]:

@@ -64,6 +64,8 @@ class ReasonCode(StrEnum):
     """Its ClusterQueue's ``namespaceSelector`` does not select the workload's namespace."""
     NO_QUEUE_NAME = "NoQueueName"
     """``spec.queueName`` is empty: the workload is in no LocalQueue."""
+    QUEUE_UNREADABLE = "QueueUnreadable"
+    """Its LocalQueue or ClusterQueue could not be read, so its quota and state are unknown."""
 
 
 class Reason(BaseModel):

@@ -10,80 +10,51 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, PRODUCT_LABEL
+from optsched.model.queues import (
+    ClusterQueue,
+    FlavorQuota,
+    LocalQueue,
+    ResourceFlavor,
+    ResourceGroup,
+    ResourceQuota,
+    Topology,
+)
 from optsched.model.reasons import Reason
+from optsched.model.scheduling import Frozen, NodeSelectorTerm, SelectorRequirement, Taint, Toleration
+
+__all__ = [
+    "FULL_GPU_MILLI",
+    "AssumedPod",
+    "CheckState",
+    "ClusterQueue",
+    "FlavorQuota",
+    "Frozen",
+    "HeldWorkload",
+    "LeftOut",
+    "LocalQueue",
+    "Node",
+    "NodeSelectorTerm",
+    "NodeUsage",
+    "PodRequest",
+    "PodSet",
+    "QuotaReservation",
+    "ResourceFlavor",
+    "ResourceGroup",
+    "ResourceQuota",
+    "SelectorRequirement",
+    "Snapshot",
+    "Taint",
+    "Toleration",
+    "Topology",
+    "Workload",
+]
 
 FULL_GPU_MILLI = 1000
 """A whole GPU in the planner's unit of GPU compute (thousandths of a GPU)."""
-
-
-class Frozen(BaseModel):
-    """Base for snapshot values: immutable, strict about unknown fields."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Taint(Frozen):
-    key: str
-    value: str = ""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
-
-
-class Toleration(Frozen):
-    key: str | None = None
-    operator: Literal["Equal", "Exists"] = "Equal"
-    value: str | None = None
-    effect: str | None = None
-
-    def tolerates(self, taint: Taint) -> bool:
-        """kube-scheduler's toleration matching rule."""
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.key is None:
-            return self.operator == "Exists"
-        if self.key != taint.key:
-            return False
-        if self.operator == "Exists":
-            return True
-        return (self.value or "") == taint.value
-
-
-class SelectorRequirement(Frozen):
-    key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        present = self.key in labels
-        value = labels.get(self.key)
-        if self.operator == "In":
-            return present and value in self.values
-        if self.operator == "NotIn":
-            return not present or value not in self.values
-        if self.operator == "Exists":
-            return present
-        if self.operator == "DoesNotExist":
-            return not present
-        if not present or value is None or not self.values:
-            return False
-        try:
-            left, right = int(value), int(self.values[0])
-        except ValueError:
-            return False
-        return left > right if self.operator == "Gt" else left < right
-
-
-class NodeSelectorTerm(Frozen):
-    """All requirements must hold (AND); a pod's terms are OR-ed."""
-
-    match_expressions: tuple[SelectorRequirement, ...] = ()
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        return all(req.matches(labels) for req in self.match_expressions)
 
 
 class Node(Frozen):
@@ -279,68 +250,22 @@ class Workload(Frozen):
         return (-self.priority, self.created.timestamp(), self.key)
 
 
-class ResourceQuota(Frozen):
-    name: str
-    nominal: int
-    borrowing_limit: int | None = None
-    lending_limit: int | None = None
-
-
-class FlavorQuota(Frozen):
-    name: str
-    resources: tuple[ResourceQuota, ...]
-
-    def resource(self, name: str) -> ResourceQuota | None:
-        return next((r for r in self.resources if r.name == name), None)
-
-
-class ResourceGroup(Frozen):
-    covered_resources: tuple[str, ...]
-    flavors: tuple[FlavorQuota, ...]
-
-
-class ClusterQueue(Frozen):
-    """Quotas are in the solver's units: cpu in millicores, memory in MiB, counts otherwise."""
-
-    name: str
-    cohort: str | None = None
-    resource_groups: tuple[ResourceGroup, ...] = ()
-    usage: dict[str, dict[str, int]] = Field(default_factory=dict)
-    """Flavor -> resource -> quantity in use by admitted or reserved workloads."""
-    admission_checks: tuple[str, ...] = ()
-
-    def flavors_for(self, resource: str) -> tuple[FlavorQuota, ...]:
-        for group in self.resource_groups:
-            if resource in group.covered_resources:
-                return group.flavors
-        return ()
-
-
-class LocalQueue(Frozen):
-    namespace: str
-    name: str
-    cluster_queue: str
-
-
-class ResourceFlavor(Frozen):
-    name: str
-    node_labels: dict[str, str] = Field(default_factory=dict)
-    node_taints: tuple[Taint, ...] = ()
-    tolerations: tuple[Toleration, ...] = ()
-    topology_name: str | None = None
-
-
-class Topology(Frozen):
-    name: str
-    levels: tuple[str, ...]
-
-
 class HeldWorkload(Frozen):
     """A pending Workload Kueue could not admit as its queues stand: never planned, always deferred."""
 
     workload: Workload
     reason: Reason
     """What Kueue itself would say (a missing or inactive queue, a namespace its queue does not select)."""
+
+
+class LeftOut(Frozen):
+    """An object of the input that could not be read and was left out of the snapshot."""
+
+    kind: str
+    namespace: str = ""
+    name: str = ""
+    message: str
+    """What is wrong with it: file, object, field and what was expected."""
 
 
 class Snapshot(Frozen):
@@ -358,6 +283,8 @@ class Snapshot(Frozen):
     topologies: tuple[Topology, ...] = ()
     default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS
     warnings: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
+    """Objects that could not be read; each is also among the warnings."""
     source: str = ""
 
     def node(self, name: str) -> Node | None:

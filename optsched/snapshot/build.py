@@ -1,8 +1,14 @@
 """Building the frozen :class:`~optsched.model.snapshot.Snapshot` from raw Kubernetes and Kueue objects.
 
 Nodes, the usage of bound pods, pending Workloads and the Kueue queue objects
-are parsed here, once; other kinds are ignored. ``load_snapshot`` reads a file
-(:mod:`optsched.snapshot.documents`) and builds from it.
+are parsed here, once; other kinds are ignored. The same object twice (a
+concatenated dump) is read once (:mod:`optsched.snapshot.dedupe`). An object
+that cannot be read is left out with a warning
+(:mod:`optsched.snapshot.reading`) and the rest is planned: a Node, Workload or
+queue object simply goes missing, and a bound Pod that cannot be read takes
+its node out of planning, since what it holds there is unknown.
+``load_snapshot`` reads a file (:mod:`optsched.snapshot.documents`) and builds
+from it.
 """
 
 from __future__ import annotations
@@ -11,14 +17,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from optsched.errors import InputError
+from optsched.kueue.unreadable_queues import hold_unreadable_queues
 from optsched.kueue.workload_status import Lifecycle
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, KUEUE_GROUP
-from optsched.model.snapshot import AssumedPod, Snapshot, Workload
+from optsched.model.snapshot import AssumedPod, Node, Snapshot, Workload
 from optsched.snapshot.admitted import read_admitted
 from optsched.snapshot.dedupe import dedupe
 from optsched.snapshot.documents import read_documents
-from optsched.snapshot.fields import describe
 from optsched.snapshot.held import held_pods
 from optsched.snapshot.kueue_objects import (
     parse_cluster_queue,
@@ -28,19 +33,35 @@ from optsched.snapshot.kueue_objects import (
     parse_workload,
     workload_state,
 )
-from optsched.snapshot.nodes import node_usage, parse_node
+from optsched.snapshot.nodes import node_usage, parse_node, pod_node, pod_usage_request
 from optsched.snapshot.queue_state import with_admissibility
 from optsched.snapshot.quota_usage import with_workload_usage
+from optsched.snapshot.reading import KUEUE_KINDS, Reader, api_group, unsupported_version
 
 _T = TypeVar("_T")
 
-KUEUE_KINDS = ("Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "AdmissionCheck")
-READ_KINDS = frozenset({"Node", "Pod", *KUEUE_KINDS})
+READ_KINDS = frozenset({"Node", "Pod", "Namespace", *KUEUE_KINDS})
 
 
-def _group(obj: dict[str, Any]) -> str:
-    api_version = str(obj.get("apiVersion", ""))
-    return api_version.split("/")[0] if "/" in api_version else ""
+def _by_kind(objects: Iterable[dict[str, Any]], reader: Reader) -> dict[str, list[dict[str, Any]]]:
+    """Objects per kind; a Kueue kind of another group is not Kueue's, one of an old version is left out."""
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for obj in objects:
+        kind = str(obj.get("kind"))
+        if kind in KUEUE_KINDS:
+            if api_group(obj) != KUEUE_GROUP:
+                continue
+            problem = unsupported_version(obj)
+            if problem is not None:
+                reader.leave_out(obj, f"{reader.source}: {kind} {_name(obj)}: {problem}")
+                continue
+        by_kind.setdefault(kind, []).append(obj)
+    return by_kind
+
+
+def _name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name", "<unnamed>")) if isinstance(meta, dict) else "<unnamed>"
 
 
 def snapshot_from_objects(
@@ -50,51 +71,36 @@ def snapshot_from_objects(
     default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS,
     assumed: Iterable[AssumedPod] = (),
 ) -> Snapshot:
-    """Build and validate the frozen snapshot from raw objects (other kinds are ignored).
+    """Build the frozen snapshot from raw objects (other kinds are ignored).
 
     ``assumed`` pods hold capacity like bound pods: placements the controller
     made whose pods are not bound yet. Admitted Workloads in ``objects`` give
     the ClusterQueues' usage and hold the nodes of their pods not bound yet
     (except the workloads ``assumed`` already covers). Pending Workloads Kueue
     could not admit as their queues stand are held
-    (:mod:`optsched.kueue.admissibility`). Every problem is an
-    :class:`InputError` naming ``source`` and the object.
+    (:mod:`optsched.kueue.admissibility`). Objects that cannot be read are left
+    out, each with a warning naming ``source``, the object and the field.
     """
     unique, duplicate_warnings = dedupe(objects, READ_KINDS)
     assumed = tuple(assumed)
-    by_kind: dict[str, list[dict[str, Any]]] = {}
-    for obj in unique:
-        kind = str(obj.get("kind"))
-        if kind in KUEUE_KINDS and _group(obj) != KUEUE_GROUP:
-            continue
-        by_kind.setdefault(kind, []).append(obj)
+    reader = Reader(source)
+    by_kind = _by_kind(unique, reader)
 
-    def each(kind: str, parse: Callable[[dict[str, Any]], _T]) -> list[_T]:
-        out = []
-        for obj in by_kind.get(kind, []):
-            try:
-                out.append(parse(obj))
-            except InputError as exc:
-                raise exc.located(source=source, obj=describe(obj)) from None
-        return out
+    def each(kind: str, parse: Callable[[dict[str, Any]], _T | None]) -> list[_T]:
+        read = (reader.read(obj, parse) for obj in by_kind.get(kind, []))
+        return [value for value in read if value is not None]
 
     parsed = each("Node", parse_node)
-    nodes = [node for node, _ in parsed if node is not None]
     warnings = [*duplicate_warnings, *(warning for _, found in parsed for warning in found)]
+    nodes = {node.name: node for node, _ in parsed if node is not None}
+    pods = _readable_pods(by_kind.get("Pod", []), nodes, reader)
     admitted, admitted_warnings = read_admitted(by_kind.get("Workload", []))
-    by_name = {n.name: n for n in nodes}
-    held, held_warnings = held_pods(
-        admitted, by_kind.get("Pod", []), by_name, skip={a.workload for a in assumed}
-    )
-    try:
-        usage, usage_warnings = node_usage(by_name, by_kind.get("Pod", []), (*assumed, *held))
-    except InputError as exc:
-        raise exc.located(source=source) from None
-    pending = [w for w in each("Workload", _pending_workload) if w is not None]
+    held, held_warnings = held_pods(admitted, pods, nodes, skip={a.workload for a in assumed})
+    usage, usage_warnings = node_usage(nodes, pods, (*assumed, *held))
+    pending = each("Workload", _pending_workload)
     cluster_queues, quota_warnings = with_workload_usage(each("ClusterQueue", parse_cluster_queue), admitted)
-    warnings += [*admitted_warnings, *held_warnings, *quota_warnings]
     snapshot = Snapshot(
-        nodes=tuple(sorted(nodes, key=lambda n: n.name)),
+        nodes=tuple(sorted(nodes.values(), key=lambda n: n.name)),
         usage=usage,
         workloads=tuple(sorted(pending, key=lambda w: w.queue_key)),
         cluster_queues=tuple(cluster_queues),
@@ -102,10 +108,40 @@ def snapshot_from_objects(
         flavors=tuple(each("ResourceFlavor", parse_resource_flavor)),
         topologies=tuple(each("Topology", parse_topology)),
         default_topology_levels=default_topology_levels,
-        warnings=(*warnings, *usage_warnings),
+        warnings=(
+            *reader.warnings,
+            *warnings,
+            *admitted_warnings,
+            *held_warnings,
+            *quota_warnings,
+            *usage_warnings,
+        ),
+        left_out=tuple(reader.left_out),
         source=source,
     )
-    return with_admissibility(snapshot, (obj for listed in by_kind.values() for obj in listed))
+    judged = with_admissibility(snapshot, (obj for listed in by_kind.values() for obj in listed))
+    return hold_unreadable_queues(judged)
+
+
+def _readable_pods(
+    pods: list[dict[str, Any]], nodes: dict[str, Node], reader: Reader
+) -> list[dict[str, Any]]:
+    """Bound pods whose usage can be read; a node with one that cannot be read leaves planning.
+
+    Leaving the pod out alone would count its node as emptier than it is, so
+    the node goes with it (the warning names both).
+    """
+    readable = []
+    for pod in pods:
+        node_name = pod_node(pod)
+        if node_name is None or node_name not in nodes:
+            continue
+        if reader.read(pod, pod_usage_request) is None:
+            del nodes[node_name]
+            reader.notes.append(f"Node {node_name} is left out of planning: a pod bound to it cannot be read")
+            continue
+        readable.append(pod)
+    return readable
 
 
 def _pending_workload(obj: dict[str, Any]) -> Workload | None:
@@ -116,7 +152,10 @@ def _pending_workload(obj: dict[str, Any]) -> Workload | None:
 def load_snapshot(
     path: str | Path, *, default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS
 ) -> Snapshot:
-    """Read a snapshot file; every problem is an :class:`InputError` naming file, object and field."""
-    return snapshot_from_objects(
-        read_documents(path), source=str(path), default_topology_levels=default_topology_levels
+    """Read a snapshot file; a file that cannot be read at all is an :class:`InputError` naming it."""
+    notes: list[str] = []
+    objects = read_documents(path, warnings=notes)
+    snapshot = snapshot_from_objects(
+        objects, source=str(path), default_topology_levels=default_topology_levels
     )
+    return snapshot.model_copy(update={"warnings": (*notes, *snapshot.warnings)}) if notes else snapshot

@@ -9,11 +9,11 @@ from optsched.errors import InputError
 
 def describe(obj: dict[str, Any]) -> str:
     """``Kind namespace/name`` for messages."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
+    raw = obj.get("metadata")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
     name = meta.get("name", "<unnamed>")
     namespace = meta.get("namespace")
-    return f"{obj.get('kind', '<no kind>')} {namespace + '/' if namespace else ''}{name}"
+    return f"{obj.get('kind', '<no kind>')} {f'{namespace}/' if namespace else ''}{name}"
 
 
 def get_map(obj: dict[str, Any], path: str, *, required: bool = False) -> dict[str, Any]:
@@ -70,6 +70,49 @@ def get_int(obj: dict[str, Any], path: str, *, default: int | None = None) -> in
 def string_map(value: Any, *, obj: dict[str, Any], field: str) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, dict):
+    if not isinstance(value, dict) or any(isinstance(v, dict | list) for v in value.values()):
         raise InputError("expected a mapping of strings", obj=describe(obj), field=field)
-    return {str(k): str(v) for k, v in value.items()}
+    return {str(k): _scalar_text(v) for k, v in value.items()}
+
+
+def _scalar_text(value: Any) -> str:
+    """A label or annotation value as the API server would store it (``true`` for YAML's ``true``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def as_map(value: Any, *, obj: dict[str, Any], field: str) -> dict[str, Any]:
+    """``value`` if it is a mapping ({} for an absent one), else an error naming ``field``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"expected a mapping, got {type(value).__name__}", obj=describe(obj), field=field)
+    return value
+
+
+def as_list(value: Any, *, obj: dict[str, Any], field: str) -> list[Any]:
+    """``value`` if it is a list ([] for an absent one), else an error naming ``field``."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"expected a list, got {type(value).__name__}", obj=describe(obj), field=field)
+    return value
+
+
+def mappings(value: Any, *, obj: dict[str, Any], field: str) -> list[tuple[str, dict[str, Any]]]:
+    """The entries of a list of mappings with their field paths (``field[i]``); anything else is an error."""
+    out = []
+    for number, item in enumerate(as_list(value, obj=obj, field=field)):
+        where = f"{field}[{number}]"
+        out.append((where, as_map(item, obj=obj, field=where) if item is not None else {}))
+    return out
+
+
+def as_str(value: Any, *, obj: dict[str, Any], field: str) -> str:
+    """``value`` as text ("" for an absent one); a mapping, list or boolean is an error naming ``field``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise InputError(f"expected a string, got {type(value).__name__}", obj=describe(obj), field=field)
+    return str(value)

@@ -30,10 +30,24 @@ from optsched.model.snapshot import (
     Topology,
     Workload,
 )
-from optsched.snapshot.fields import describe, get_int, get_list, get_map, get_str, string_map
+from optsched.snapshot.fields import (
+    as_list,
+    as_map,
+    as_str,
+    describe,
+    get_int,
+    get_list,
+    get_map,
+    get_str,
+    mappings,
+    string_map,
+)
 from optsched.snapshot.pods import pod_request
 from optsched.snapshot.quantity import count, cpu_milli, memory_mib
 from optsched.snapshot.scheduling import parse_required_affinity, parse_taints, parse_tolerations
+
+INT32_MAX = 2**31 - 1
+"""Kueue's API types counts and priorities as int32."""
 
 
 def quota_amount(resource: str, value: Any, *, obj: dict[str, Any], field: str) -> int:
@@ -72,15 +86,14 @@ def workload_state(obj: dict[str, Any]) -> ws.Lifecycle:
     return ws.lifecycle(obj)
 
 
-def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
-    field = f"spec.podSets[{number}]"
-    if not isinstance(raw, dict):
-        raise InputError("expected a mapping", obj=describe(obj), field=field)
-    name = raw.get("name") or "main"
+def _counts(obj: dict[str, Any], raw: dict[str, Any], field: str) -> tuple[int, int | None]:
+    """``count`` (1 when absent) and ``minCount`` as Kueue's API types them: int32, 1 <= minCount <= count."""
     pod_count = raw.get("count", 1)
-    if isinstance(pod_count, bool) or not isinstance(pod_count, int) or pod_count < 1:
+    if isinstance(pod_count, bool) or not isinstance(pod_count, int) or not 1 <= pod_count <= INT32_MAX:
         raise InputError(
-            f"expected a positive integer, got {pod_count!r}", obj=describe(obj), field=f"{field}.count"
+            f"expected a positive 32-bit integer, got {pod_count!r}",
+            obj=describe(obj),
+            field=f"{field}.count",
         )
     min_count = raw.get("minCount")
     if min_count is not None and (
@@ -91,23 +104,35 @@ def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
             obj=describe(obj),
             field=f"{field}.minCount",
         )
+    return pod_count, min_count
+
+
+def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
+    field = f"spec.podSets[{number}]"
+    if not isinstance(raw, dict):
+        raise InputError("expected a mapping", obj=describe(obj), field=field)
+    name = as_str(raw.get("name"), obj=obj, field=f"{field}.name") or "main"
+    pod_count, min_count = _counts(obj, raw, field)
     template = raw.get("template")
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         raise InputError("is required but missing", obj=describe(obj), field=f"{field}.template.spec")
     spec = template["spec"]
+    if not as_list(spec.get("containers"), obj=obj, field=f"{field}.template.spec.containers"):
+        raise InputError(
+            "must list at least one container", obj=describe(obj), field=f"{field}.template.spec.containers"
+        )
+    metadata = as_map(template.get("metadata"), obj=obj, field=f"{field}.template.metadata")
     annotations = string_map(
-        (template.get("metadata") or {}).get("annotations"),
-        obj=obj,
-        field=f"{field}.template.metadata.annotations",
+        metadata.get("annotations"), obj=obj, field=f"{field}.template.metadata.annotations"
     )
-    topology_request = raw.get("topologyRequest") or {}
+    topology_request = as_map(raw.get("topologyRequest"), obj=obj, field=f"{field}.topologyRequest")
     required = (
-        topology_request.get("required")
+        as_str(topology_request.get("required"), obj=obj, field=f"{field}.topologyRequest.required")
         or annotations.get(KUEUE_REQUIRED_TOPOLOGY_ANNOTATION)
         or annotations.get(OPTSCHED_REQUIRED_TOPOLOGY_ANNOTATION)
     )
     preferred = (
-        topology_request.get("preferred")
+        as_str(topology_request.get("preferred"), obj=obj, field=f"{field}.topologyRequest.preferred")
         or annotations.get(KUEUE_PREFERRED_TOPOLOGY_ANNOTATION)
         or annotations.get(OPTSCHED_PREFERRED_TOPOLOGY_ANNOTATION)
     )
@@ -136,76 +161,120 @@ def parse_workload(obj: dict[str, Any]) -> Workload:
         raise InputError("must list at least one PodSet", obj=describe(obj), field="spec.podSets")
     _check_status_fields(obj)
     reservation = ws.reservation(obj)
+    pod_sets = tuple(_pod_set(obj, raw, i) for i, raw in enumerate(pod_sets_raw))
+    names = [ps.name for ps in pod_sets]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise InputError(
+            f"PodSet names must be unique; {', '.join(twice)} appears more than once",
+            obj=describe(obj),
+            field="spec.podSets",
+        )
+    priority = get_int(obj, "spec.priority", default=0) or 0
+    if not -INT32_MAX - 1 <= priority <= INT32_MAX:
+        raise InputError(
+            f"expected a 32-bit integer, got {priority}", obj=describe(obj), field="spec.priority"
+        )
     return Workload(
         namespace=get_str(obj, "metadata.namespace", default="default"),
         name=get_str(obj, "metadata.name", required=True),
         uid=get_str(obj, "metadata.uid"),
         queue_name=get_str(obj, "spec.queueName"),
         cluster_queue=reservation.cluster_queue if reservation else None,
-        priority=get_int(obj, "spec.priority", default=0) or 0,
+        priority=priority,
         created=_created(obj),
-        pod_sets=tuple(_pod_set(obj, raw, i) for i, raw in enumerate(pod_sets_raw)),
+        pod_sets=pod_sets,
         reservation=reservation,
         admission_checks=ws.check_states(obj),
     )
 
 
-def parse_cluster_queue(obj: dict[str, Any]) -> ClusterQueue:
-    spec = get_map(obj, "spec")
+def _resource_quota(obj: dict[str, Any], resource: dict[str, Any], where: str) -> ResourceQuota:
+    name = as_str(resource.get("name"), obj=obj, field=f"{where}.name")
+    if not name or "nominalQuota" not in resource:
+        raise InputError("needs name and nominalQuota", obj=describe(obj), field=where)
+
+    def amount(key: str) -> int | None:
+        value = resource.get(key)
+        return None if value is None else quota_amount(name, value, obj=obj, field=f"{where}.{key}")
+
+    nominal = amount("nominalQuota")
+    assert nominal is not None
+    return ResourceQuota(
+        name=name,
+        nominal=nominal,
+        borrowing_limit=amount("borrowingLimit"),
+        lending_limit=amount("lendingLimit"),
+    )
+
+
+def _resource_groups(obj: dict[str, Any]) -> tuple[ResourceGroup, ...]:
     groups = []
-    for g, group in enumerate(get_list(obj, "spec.resourceGroups")):
-        if not isinstance(group, dict):
-            raise InputError("expected a mapping", obj=describe(obj), field=f"spec.resourceGroups[{g}]")
+    for where, group in mappings(
+        get_map(obj, "spec").get("resourceGroups"), obj=obj, field="spec.resourceGroups"
+    ):
         flavors = []
-        for f, flavor in enumerate(group.get("flavors") or []):
-            resources = []
-            for r, resource in enumerate(flavor.get("resources") or []):
-                where = f"spec.resourceGroups[{g}].flavors[{f}].resources[{r}]"
-                name = resource.get("name")
-                if not name or "nominalQuota" not in resource:
-                    raise InputError("needs name and nominalQuota", obj=describe(obj), field=where)
-                borrowing = resource.get("borrowingLimit")
-                lending = resource.get("lendingLimit")
-                resources.append(
-                    ResourceQuota(
-                        name=name,
-                        nominal=quota_amount(
-                            name, resource["nominalQuota"], obj=obj, field=f"{where}.nominalQuota"
-                        ),
-                        borrowing_limit=None
-                        if borrowing is None
-                        else quota_amount(name, borrowing, obj=obj, field=f"{where}.borrowingLimit"),
-                        lending_limit=None
-                        if lending is None
-                        else quota_amount(name, lending, obj=obj, field=f"{where}.lendingLimit"),
-                    )
+        for flavor_where, flavor in mappings(group.get("flavors"), obj=obj, field=f"{where}.flavors"):
+            resources = tuple(
+                _resource_quota(obj, resource, resource_where)
+                for resource_where, resource in mappings(
+                    flavor.get("resources"), obj=obj, field=f"{flavor_where}.resources"
                 )
-            flavors.append(FlavorQuota(name=str(flavor.get("name")), resources=tuple(resources)))
+            )
+            name = as_str(flavor.get("name"), obj=obj, field=f"{flavor_where}.name")
+            flavors.append(FlavorQuota(name=name, resources=resources))
+        covered = as_list(group.get("coveredResources"), obj=obj, field=f"{where}.coveredResources")
         groups.append(
             ResourceGroup(
-                covered_resources=tuple(group.get("coveredResources") or ()), flavors=tuple(flavors)
+                covered_resources=tuple(
+                    as_str(r, obj=obj, field=f"{where}.coveredResources[{i}]") for i, r in enumerate(covered)
+                ),
+                flavors=tuple(flavors),
             )
         )
-    usage: dict[str, dict[str, int]] = {}
+    return tuple(groups)
+
+
+def _status_usage(obj: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """``status.flavorsReservation`` (or ``flavorsUsage``): flavor -> resource -> quantity in use."""
     status = get_map(obj, "status")
-    usage_list = status.get("flavorsReservation") or status.get("flavorsUsage") or []
-    for flavor in usage_list:
-        per_resource = usage.setdefault(str(flavor.get("name")), {})
-        for resource in flavor.get("resources") or []:
-            name = resource.get("name")
+    key = "flavorsReservation" if status.get("flavorsReservation") else "flavorsUsage"
+    usage: dict[str, dict[str, int]] = {}
+    for where, flavor in mappings(status.get(key), obj=obj, field=f"status.{key}"):
+        per_resource = usage.setdefault(as_str(flavor.get("name"), obj=obj, field=f"{where}.name"), {})
+        for resource_where, resource in mappings(
+            flavor.get("resources"), obj=obj, field=f"{where}.resources"
+        ):
+            name = as_str(resource.get("name"), obj=obj, field=f"{resource_where}.name")
             if name and resource.get("total") is not None:
                 per_resource[name] = quota_amount(
-                    name, resource["total"], obj=obj, field="status.flavorsUsage"
+                    name, resource["total"], obj=obj, field=f"{resource_where}.total"
                 )
-    strategy = (spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or []
-    checks = [str(c.get("name")) for c in strategy if isinstance(c, dict)]
-    checks += [str(c) for c in spec.get("admissionChecks") or []]
+    return usage
+
+
+def _admission_checks(obj: dict[str, Any]) -> tuple[str, ...]:
+    spec = get_map(obj, "spec")
+    strategy = as_map(spec.get("admissionChecksStrategy"), obj=obj, field="spec.admissionChecksStrategy")
+    field = "spec.admissionChecksStrategy.admissionChecks"
+    checks = [
+        as_str(entry.get("name"), obj=obj, field=f"{where}.name")
+        for where, entry in mappings(strategy.get("admissionChecks"), obj=obj, field=field)
+    ]
+    listed = as_list(spec.get("admissionChecks"), obj=obj, field="spec.admissionChecks")
+    checks += [as_str(c, obj=obj, field=f"spec.admissionChecks[{i}]") for i, c in enumerate(listed)]
+    return tuple(checks)
+
+
+def parse_cluster_queue(obj: dict[str, Any]) -> ClusterQueue:
+    spec = get_map(obj, "spec")
+    cohort = as_str(spec.get("cohortName") or spec.get("cohort"), obj=obj, field="spec.cohortName")
     return ClusterQueue(
         name=get_str(obj, "metadata.name", required=True),
-        cohort=spec.get("cohortName") or spec.get("cohort") or None,
-        resource_groups=tuple(groups),
-        usage=usage,
-        admission_checks=tuple(checks),
+        cohort=cohort or None,
+        resource_groups=_resource_groups(obj),
+        usage=_status_usage(obj),
+        admission_checks=_admission_checks(obj),
     )
 
 
@@ -224,7 +293,7 @@ def parse_resource_flavor(obj: dict[str, Any]) -> ResourceFlavor:
         node_labels=string_map(spec.get("nodeLabels"), obj=obj, field="spec.nodeLabels"),
         node_taints=parse_taints(spec.get("nodeTaints"), obj=obj, field="spec.nodeTaints"),
         tolerations=parse_tolerations(spec.get("tolerations"), obj=obj, field="spec.tolerations"),
-        topology_name=spec.get("topologyName") or None,
+        topology_name=as_str(spec.get("topologyName"), obj=obj, field="spec.topologyName") or None,
     )
 
 

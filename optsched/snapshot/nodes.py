@@ -23,6 +23,9 @@ from optsched.snapshot.quantity import count, cpu_milli, memory_mib
 from optsched.snapshot.scheduling import parse_taints
 from optsched.topology.gpu_topology import no_nvlink, parse_gpu_topology
 
+MAX_GPUS_PER_NODE = 1024
+"""More than any board holds, even as HAMi's device plugin multiplies GPUs by its split count."""
+
 
 def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
     """A Node, or None with a warning when its GPU topology or HAMi register annotation is unusable.
@@ -38,6 +41,12 @@ def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
     )
     quantity = _Allocatable(obj)
     advertised = gpu_count = quantity(GPU_RESOURCE, count)
+    if gpu_count > MAX_GPUS_PER_NODE:
+        raise InputError(
+            f"{gpu_count} GPUs on one node is beyond what optsched reads (at most {MAX_GPUS_PER_NODE})",
+            obj=describe(obj),
+            field=f"status.allocatable.{GPU_RESOURCE}",
+        )
     extended = {k: quantity(k, count) for k in quantity.names if k.startswith(MIG_PREFIX)}
     hami: HamiNode | None = None
     if HAMI_REGISTER_ANNOTATION in annotations:
@@ -65,7 +74,7 @@ def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
         max_pods=quantity("pods", count, default=110),
         gpu_count=gpu_count,
         gpu_product=labels.get(PRODUCT_LABEL, ""),
-        gpu_memory_mib=int(memory) if memory.isdigit() else 0,
+        gpu_memory_mib=int(memory) if memory.isdigit() and len(memory) < 10 else 0,
         nvlink_islands=topology.islands,
         numa=topology.numa,
         unhealthy_gpus=topology.unhealthy,
@@ -100,9 +109,15 @@ class _Allocatable:
         try:
             raw = self.values[key]
             value: int = count(raw) if parse is count else parse(raw, round_up=False)
-            return value
         except InputError as exc:
             raise InputError(exc.detail, obj=describe(self.obj), field=f"status.allocatable.{key}") from None
+        if value < 0:
+            raise InputError(
+                f"must not be negative, got {raw!r}",
+                obj=describe(self.obj),
+                field=f"status.allocatable.{key}",
+            )
+        return value
 
 
 def _ready(obj: dict[str, Any]) -> bool:
@@ -205,6 +220,20 @@ class _UsageBuilder:
         )
 
 
+def pod_node(pod: dict[str, Any]) -> str | None:
+    """The node a non-terminal pod is bound to (``spec.nodeName``), or None."""
+    spec = pod.get("spec")
+    node_name = spec.get("nodeName") if isinstance(spec, dict) else None
+    if not isinstance(node_name, str) or not node_name or is_terminal(pod):
+        return None
+    return node_name
+
+
+def pod_usage_request(pod: dict[str, Any]) -> PodRequest:
+    """What a bound pod takes on its node; an :class:`InputError` names a field that cannot be read."""
+    return pod_request(get_map(pod, "spec"), obj=pod, field="spec")
+
+
 def node_usage(
     nodes: dict[str, Node], pods: list[dict[str, Any]], assumed: Iterable[AssumedPod] = ()
 ) -> tuple[dict[str, NodeUsage], list[str]]:
@@ -219,11 +248,11 @@ def node_usage(
     builders: dict[str, _UsageBuilder] = {}
     warnings: list[str] = []
     for pod in pods:
-        node_name = get_map(pod, "spec").get("nodeName")
-        if not node_name or is_terminal(pod) or node_name not in nodes:
+        node_name = pod_node(pod)
+        if node_name is None or node_name not in nodes:
             continue
         node = nodes[node_name]
-        request = pod_request(get_map(pod, "spec"), obj=pod, field="spec")
+        request = pod_usage_request(pod)
         builder = builders.setdefault(node_name, _UsageBuilder(node))
         if node.hami and request.gpus:
             devices, notes = pod_devices(pod, node, request.gpus, describe(pod))

@@ -16,20 +16,19 @@ from optsched.model.names import (
     MIG_PREFIX,
 )
 from optsched.model.snapshot import FULL_GPU_MILLI, PodRequest
-from optsched.snapshot.fields import describe
+from optsched.snapshot.fields import as_map, describe
 from optsched.snapshot.quantity import count, cpu_milli, memory_mib
 
 _SHARE_KEYS = (GPU_MEM_RESOURCE, GPU_CORES_RESOURCE, GPU_MEM_PERCENT_RESOURCE)
 _GPU_KEYS = (GPU_RESOURCE, *_SHARE_KEYS)
 
 
-def _container_requests(container: dict[str, Any], *, obj: dict[str, Any], field: str) -> dict[str, Any]:
+def _container_requests(container: Any, *, obj: dict[str, Any], field: str) -> dict[str, Any]:
     """Requests, with limits standing in where a request is absent (as the API server defaults them)."""
-    resources = container.get("resources") or {}
-    if not isinstance(resources, dict):
-        raise InputError("resources must be a mapping", obj=describe(obj), field=field)
-    merged: dict[str, Any] = dict(resources.get("limits") or {})
-    merged.update(resources.get("requests") or {})
+    entry = as_map(container, obj=obj, field=field)
+    resources = as_map(entry.get("resources"), obj=obj, field=f"{field}.resources")
+    merged: dict[str, Any] = dict(as_map(resources.get("limits"), obj=obj, field=f"{field}.resources.limits"))
+    merged.update(as_map(resources.get("requests"), obj=obj, field=f"{field}.resources.requests"))
     return merged
 
 
@@ -42,10 +41,14 @@ def _parse(merged: dict[str, Any], *, obj: dict[str, Any], field: str) -> dict[s
                 out[name] = cpu_milli(value)
             elif name == "memory":
                 out[name] = memory_mib(value)
-            elif name in _GPU_KEYS or name.startswith(MIG_PREFIX):
+            elif name in _GPU_KEYS or str(name).startswith(MIG_PREFIX):
                 out[name] = count(value)
+            else:
+                continue
         except InputError as exc:
             raise InputError(exc.detail, obj=describe(obj), field=where) from None
+        if out[name] < 0:
+            raise InputError(f"must not be negative, got {value!r}", obj=describe(obj), field=where)
     return out
 
 
@@ -145,8 +148,9 @@ def pod_request(spec: dict[str, Any], *, obj: dict[str, Any], field: str) -> Pod
 
 def gpu_indices(pod: dict[str, Any], gpu_count: int) -> list[int] | None:
     """GPU indices from ``optsched.io/gpus``; None if absent or unusable (then indices are unknown)."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    raw = annotations.get(GPUS_ANNOTATION)
+    meta = pod.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    raw = annotations.get(GPUS_ANNOTATION) if isinstance(annotations, dict) else None
     if not raw:
         return None
     try:
@@ -164,8 +168,8 @@ def valid_indices(indices: list[int], gpu_count: int) -> list[int] | None:
 
 
 def is_terminal(pod: dict[str, Any]) -> bool:
-    phase = (pod.get("status") or {}).get("phase")
-    return phase in ("Succeeded", "Failed")
+    status = pod.get("status")
+    return isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed")
 
 
 def share_milli_for_usage(request: PodRequest, gpu_memory_mib: int) -> int:

@@ -30,13 +30,26 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n
 
 MIB = 2**20
 
+MAX_CPU_MILLI = 10**9
+"""A million cores: far beyond any node, small enough that sums over a cluster stay exact in the solver."""
+MAX_MEMORY_MIB = 2**40
+"""An exbibyte."""
+MAX_COUNT = 10**6
+"""GPUs, MIG slices, pods or shares: no node or pod comes near a million."""
+
+
+def _bounded(value: int, limit: int, text: object, unit: str) -> int:
+    if abs(value) > limit:
+        raise InputError(f"{text!r} is beyond what optsched reads (at most {limit}{unit})")
+    return value
+
 
 def parse_quantity(value: object, *, field: str = "") -> Decimal:
     """Parse a Kubernetes quantity ("500m", "16Gi", "1e9", 4) into a Decimal of base units."""
     if isinstance(value, bool):
         raise InputError(f"expected a quantity, got {value!r}", field=field)
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        return _finite(Decimal(str(value)), value, field)
     if not isinstance(value, str):
         raise InputError(f"expected a quantity such as '4', '500m' or '16Gi', got {value!r}", field=field)
     text = value.strip()
@@ -48,21 +61,31 @@ def parse_quantity(value: object, *, field: str = "") -> Decimal:
         base = Decimal(number)
     except InvalidOperation as exc:
         raise InputError(f"'{value}' is not a quantity", field=field) from exc
+    base = _finite(base, value, field)
     if suffix in _BINARY:
         return base * _BINARY[suffix]
     return base * _DECIMAL[suffix]
 
 
+def _finite(number: Decimal, value: object, field: str) -> Decimal:
+    """Refuse NaN, infinity and exponents no cluster needs (they would overflow later arithmetic)."""
+    if not number.is_finite() or number.adjusted() > 30:
+        raise InputError(
+            f"{value!r} is not a quantity optsched reads (NaN, infinite or too large)", field=field
+        )
+    return number
+
+
 def cpu_milli(value: object, *, field: str = "", round_up: bool = True) -> int:
     """CPU quantity in millicores."""
     milli = parse_quantity(value, field=field) * 1000
-    return math.ceil(milli) if round_up else math.floor(milli)
+    return _bounded(math.ceil(milli) if round_up else math.floor(milli), MAX_CPU_MILLI, value, " millicores")
 
 
 def memory_mib(value: object, *, field: str = "", round_up: bool = True) -> int:
     """Memory quantity in MiB."""
     mib = parse_quantity(value, field=field) / MIB
-    return math.ceil(mib) if round_up else math.floor(mib)
+    return _bounded(math.ceil(mib) if round_up else math.floor(mib), MAX_MEMORY_MIB, value, " MiB")
 
 
 def count(value: object, *, field: str = "") -> int:
@@ -70,4 +93,4 @@ def count(value: object, *, field: str = "") -> int:
     number = parse_quantity(value, field=field)
     if number != number.to_integral_value():
         raise InputError(f"'{value}' must be a whole number", field=field)
-    return int(number)
+    return _bounded(int(number), MAX_COUNT, value, "")

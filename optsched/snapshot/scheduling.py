@@ -6,21 +6,16 @@ from typing import Any
 
 from optsched.errors import InputError
 from optsched.model.snapshot import NodeSelectorTerm, SelectorRequirement, Taint, Toleration
-from optsched.snapshot.fields import describe
+from optsched.snapshot.fields import as_list, as_map, as_str, describe, mappings
 
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
 def parse_taints(raw: Any, *, obj: dict[str, Any], field: str) -> tuple[Taint, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise InputError("expected a list of taints", obj=describe(obj), field=field)
     taints = []
-    for number, item in enumerate(raw):
-        where = f"{field}[{number}]"
-        if not isinstance(item, dict) or "key" not in item:
+    for where, item in mappings(raw, obj=obj, field=field):
+        if "key" not in item:
             raise InputError("a taint needs a key", obj=describe(obj), field=where)
         effect = item.get("effect")
         if effect not in _EFFECTS:
@@ -29,75 +24,91 @@ def parse_taints(raw: Any, *, obj: dict[str, Any], field: str) -> tuple[Taint, .
                 obj=describe(obj),
                 field=f"{where}.effect",
             )
-        taints.append(Taint(key=str(item["key"]), value=str(item.get("value") or ""), effect=effect))
+        taints.append(
+            Taint(
+                key=as_str(item["key"], obj=obj, field=f"{where}.key"),
+                value=as_str(item.get("value"), obj=obj, field=f"{where}.value"),
+                effect=effect,
+            )
+        )
     return tuple(taints)
 
 
 def parse_tolerations(raw: Any, *, obj: dict[str, Any], field: str) -> tuple[Toleration, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise InputError("expected a list of tolerations", obj=describe(obj), field=field)
     out = []
-    for number, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise InputError("a toleration must be a mapping", obj=describe(obj), field=f"{field}[{number}]")
+    for where, item in mappings(raw, obj=obj, field=field):
         operator = item.get("operator") or "Equal"
         if operator not in ("Equal", "Exists"):
             raise InputError(
                 f"operator must be Equal or Exists, got {operator!r}",
                 obj=describe(obj),
-                field=f"{field}[{number}].operator",
+                field=f"{where}.operator",
             )
+        value = item.get("value")
         out.append(
             Toleration(
-                key=item.get("key") or None,
+                key=as_str(item.get("key"), obj=obj, field=f"{where}.key") or None,
                 operator=operator,
-                value=None if item.get("value") is None else str(item["value"]),
-                effect=item.get("effect") or None,
+                value=None if value is None else as_str(value, obj=obj, field=f"{where}.value"),
+                effect=as_str(item.get("effect"), obj=obj, field=f"{where}.effect") or None,
             )
         )
     return tuple(out)
+
+
+def _values(expr: dict[str, Any], *, obj: dict[str, Any], where: str) -> tuple[str, ...]:
+    listed = as_list(expr.get("values"), obj=obj, field=f"{where}.values")
+    return tuple(as_str(v, obj=obj, field=f"{where}.values[{i}]") for i, v in enumerate(listed))
+
+
+def _expression(expr: dict[str, Any], *, obj: dict[str, Any], where: str) -> SelectorRequirement:
+    operator = expr.get("operator")
+    if "key" not in expr or operator not in _OPERATORS:
+        raise InputError(
+            f"needs a key and an operator in {', '.join(_OPERATORS)}", obj=describe(obj), field=where
+        )
+    key = as_str(expr["key"], obj=obj, field=f"{where}.key")
+    return SelectorRequirement(key=key, operator=operator, values=_values(expr, obj=obj, where=where))
+
+
+def _field_expression(expr: dict[str, Any], *, obj: dict[str, Any], where: str) -> SelectorRequirement:
+    """``matchFields`` on ``metadata.name`` read as the node's hostname label (the only field it supports)."""
+    operator = expr.get("operator", "In")
+    if expr.get("key") != "metadata.name" or operator not in ("In", "NotIn"):
+        raise InputError(
+            "only matchFields on metadata.name with In or NotIn are supported", obj=describe(obj), field=where
+        )
+    return SelectorRequirement(
+        key="kubernetes.io/hostname", operator=operator, values=_values(expr, obj=obj, where=where)
+    )
 
 
 def parse_required_affinity(
     spec: dict[str, Any], *, obj: dict[str, Any], field: str
 ) -> tuple[NodeSelectorTerm, ...]:
     """``affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms``."""
-    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    terms_raw = required.get("nodeSelectorTerms") or []
-    if not isinstance(terms_raw, list):
-        raise InputError("nodeSelectorTerms must be a list", obj=describe(obj), field=field)
+    node_affinity = as_map(
+        as_map(spec.get("affinity"), obj=obj, field=field).get("nodeAffinity"),
+        obj=obj,
+        field=f"{field}.nodeAffinity",
+    )
+    where = f"{field}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    required = as_map(
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), obj=obj, field=where
+    )
     terms = []
-    for number, term in enumerate(terms_raw):
-        exprs = []
-        for index, expr in enumerate((term or {}).get("matchExpressions") or []):
-            where = f"{field}.nodeSelectorTerms[{number}].matchExpressions[{index}]"
-            operator = expr.get("operator") if isinstance(expr, dict) else None
-            if not isinstance(expr, dict) or "key" not in expr or operator not in _OPERATORS:
-                raise InputError(
-                    f"needs a key and an operator in {', '.join(_OPERATORS)}", obj=describe(obj), field=where
-                )
-            exprs.append(
-                SelectorRequirement(
-                    key=expr["key"], operator=operator, values=tuple(str(v) for v in expr.get("values") or ())
-                )
+    for term_where, term in mappings(
+        required.get("nodeSelectorTerms"), obj=obj, field=f"{where}.nodeSelectorTerms"
+    ):
+        exprs = [
+            _expression(expr, obj=obj, where=w)
+            for w, expr in mappings(
+                term.get("matchExpressions"), obj=obj, field=f"{term_where}.matchExpressions"
             )
-        for index, expr in enumerate((term or {}).get("matchFields") or []):
-            if isinstance(expr, dict) and expr.get("key") == "metadata.name":
-                exprs.append(
-                    SelectorRequirement(
-                        key="kubernetes.io/hostname",
-                        operator=expr.get("operator", "In"),
-                        values=tuple(str(v) for v in expr.get("values") or ()),
-                    )
-                )
-            else:
-                raise InputError(
-                    "only matchFields on metadata.name are supported",
-                    obj=describe(obj),
-                    field=f"{field}.nodeSelectorTerms[{number}].matchFields[{index}]",
-                )
+        ]
+        exprs += [
+            _field_expression(expr, obj=obj, where=w)
+            for w, expr in mappings(term.get("matchFields"), obj=obj, field=f"{term_where}.matchFields")
+        ]
         terms.append(NodeSelectorTerm(match_expressions=tuple(exprs)))
     return tuple(terms)

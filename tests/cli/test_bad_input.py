@@ -11,8 +11,6 @@ from tests.cli.conftest import BAD, FAST
     ("name", "needles"),
     [
         ("not-yaml.txt", ["not-yaml.txt", "not valid YAML", "line"]),
-        ("missing-field.yaml", ["missing-field.yaml", "Workload ml/", "spec.podSets"]),
-        ("bad-quantity.yaml", ["bad-quantity.yaml", "Node h100-02", "status.allocatable.cpu", "12 cores"]),
         ("too-big.yaml", ["too-big.yaml", "Workload ml/job-huge", "spec.podSets[0]", "16 GPUs"]),
     ],
 )
@@ -24,6 +22,24 @@ def test_bad_file_exits_2_naming_file_object_field(run_cli, name: str, needles: 
     for needle in needles:
         assert needle in result.err
     assert "Traceback" not in result.err
+
+
+@pytest.mark.parametrize(
+    ("name", "needles"),
+    [
+        ("missing-field.yaml", ["missing-field.yaml", "Workload ml/", "spec.podSets", "left out"]),
+        ("bad-quantity.yaml", ["bad-quantity.yaml", "Node h100-02", "status.allocatable.cpu", "12 cores"]),
+    ],
+)
+def test_an_object_that_cannot_be_read_is_left_out_and_the_rest_is_planned(  # type: ignore[no-untyped-def]
+    run_cli, name: str, needles: list[str]
+) -> None:
+    result = run_cli("plan", "--snapshot", str(BAD / name), *FAST)
+    assert result.code == 0
+    assert "optsched: warning: " in result.err
+    for needle in needles:
+        assert needle in result.err
+    assert "ADMITTED (" in result.out and "Traceback" not in result.err
 
 
 def test_missing_file_exits_2(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]

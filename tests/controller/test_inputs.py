@@ -109,12 +109,14 @@ def test_a_malformed_queue_object_is_reported_and_the_rest_is_still_built():
     assert [w.name for w in inp.snapshot.workloads] == ["fine"]
 
 
-def test_a_bound_pod_that_cannot_be_read_is_reported_and_left_out_of_usage():
+def test_a_bound_pod_that_cannot_be_read_is_reported_and_takes_its_node_out_of_planning():
+    """What the pod holds is unknown, so its node is not offered to anyone; other nodes still are."""
     bad = o.pod("bad", plan_id=None, gated=False, node="n1", phase="Running")
     bad["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "lots"
-    inp = build_input([*o.base_objects(o.node("n1")), bad], ["optsched"])
+    inp = build_input([*o.base_objects(o.node("n1"), o.node("n2")), bad], ["optsched"])
     assert [(r.kind, r.name) for r in inp.reports] == [("Pod", "bad")]
-    assert inp.snapshot.usage_of("n1").pods == 0
+    assert [n.name for n in inp.snapshot.nodes] == ["n2"]
+    assert any("Node n1 is left out of planning" in w for w in inp.snapshot.warnings)
 
 
 def test_every_workload_gets_a_view_and_only_ours_that_wait_are_actionable():
@@ -136,7 +138,7 @@ def test_an_object_of_the_wrong_shape_is_reported_like_a_malformed_one():
     inp = build_input([*o.base_objects(o.node("n1")), odd, o.workload("fine")], ["optsched"])
     [report] = inp.reports
     assert (report.kind, report.name, report.reason) == ("ClusterQueue", "odd", "InvalidClusterQueue")
-    assert "unreadable" in report.message
+    assert "spec.resourceGroups[0].flavors[0]: expected a mapping" in report.message
     assert [w.name for w in inp.snapshot.workloads] == ["fine"]
 
 

@@ -179,17 +179,21 @@ def test_bad_quantity_names_file_object_and_field(tmp_path: Path) -> None:
     bad["status"]["allocatable"]["cpu"] = "12 cores"
     path = tmp_path / "snap.yaml"
     path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [bad]}))
-    with pytest.raises(InputError) as err:
-        load_snapshot(path)
-    message = str(err.value)
-    assert str(path) in message and "Node n1" in message and "status.allocatable.cpu" in message
+    snapshot = load_snapshot(path)
+    assert snapshot.nodes == ()
+    [left_out] = snapshot.left_out
+    assert (left_out.kind, left_out.name) == ("Node", "n1")
+    [warning] = snapshot.warnings
+    assert str(path) in warning and "Node n1" in warning and "status.allocatable.cpu" in warning
 
 
-def test_workload_without_podsets_is_bad_input() -> None:
+def test_a_workload_without_podsets_is_left_out_and_the_others_are_read() -> None:
     obj = workload_obj("w")
     del obj["spec"]["podSets"]
-    with pytest.raises(InputError, match=r"Workload ns/w.*spec.podSets"):
-        snapshot_from_objects([node_obj("n1"), obj], source="x.yaml")
+    snapshot = snapshot_from_objects([node_obj("n1"), obj, workload_obj("fine")], source="x.yaml")
+    assert [w.name for w in snapshot.workloads] == ["fine"]
+    [warning] = snapshot.warnings
+    assert warning == "x.yaml: Workload ns/w: field spec.podSets: is required but missing (left out)"
 
 
 def test_not_yaml_is_bad_input(tmp_path: Path) -> None:
