@@ -122,6 +122,19 @@ class NodeState:
     def indices_known(self) -> bool:
         return self.unknown == 0
 
+    def fresh_share_fits(self, req: PodRequest) -> bool:
+        """Whether a share could open an untouched GPU, whose index is left to the node.
+
+        Only where in-use GPUs have unknown indices: any free-looking GPU may be
+        theirs, so the share is booked as one more GPU of unknown index.
+        """
+        return (
+            not self.indices_known
+            and self.whole_free > 0
+            and req.gpu_milli <= FULL_GPU_MILLI
+            and req.gpu_mem_mib <= self.gpu_mem_total
+        )
+
     # -- fit and placement ---------------------------------------------------------------------
 
     def fits_resources(self, req: PodRequest) -> bool:
@@ -152,16 +165,18 @@ class NodeState:
         Whole GPUs come from one NVLink island where one can hold them (the
         tightest such island, so big islands stay whole); otherwise from as few
         islands as possible. A share goes on the busiest GPU that still has
-        room (best fit). An empty list means no GPU is needed; on a node with
-        index-unknown usage, whole-GPU picks are still returned but callers
-        must not promise them (see :attr:`indices_known`).
+        room (best fit); on a node with index-unknown usage and no such GPU, an
+        untouched one whose index the node picks (an empty list). An empty list
+        otherwise means no GPU is needed; on a node with index-unknown usage,
+        whole-GPU picks are still returned but callers must not promise them
+        (see :attr:`indices_known`).
         """
         if req.gpus == 0:
             return []
         if req.is_share:
             candidates = self.share_candidates(req)
             if not candidates:
-                return None
+                return [] if self.fresh_share_fits(req) else None
             return [min(candidates, key=lambda g: (self.gpu_milli[g] - req.gpu_milli, g))]
         if self.whole_free < req.gpus:
             return None
@@ -171,13 +186,20 @@ class NodeState:
         return pick_whole_gpus(self.islands, free, req.gpus)
 
     def take(self, req: PodRequest, gpus: Iterable[int]) -> None:
-        """Book one pod on this node (no checks: call :meth:`choose_gpus` first)."""
+        """Book one pod on this node (no checks: call :meth:`choose_gpus` first).
+
+        A GPU pod booked without indices takes that many GPUs of unknown index
+        (a share one whole GPU), as the node, not the plan, picks them.
+        """
         self._fully_free = None
         self.cpu -= req.cpu_milli
         self.mem -= req.memory_mib
         self.pods -= 1
         for name, amount in req.extended.items():
             self.ext[name] = self.ext.get(name, 0) - amount
+        gpus = list(gpus)
+        if req.gpus and not gpus:
+            self.unknown += req.gpus
         for gpu in gpus:
             if req.is_share:
                 self.gpu_milli[gpu] -= req.gpu_milli
@@ -194,6 +216,9 @@ class NodeState:
         self.pods += 1
         for name, amount in req.extended.items():
             self.ext[name] = self.ext.get(name, 0) + amount
+        gpus = list(gpus)
+        if req.gpus and not gpus:
+            self.unknown -= req.gpus
         for gpu in gpus:
             if req.is_share:
                 self.gpu_milli[gpu] += req.gpu_milli

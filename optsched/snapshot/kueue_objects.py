@@ -33,7 +33,12 @@ from optsched.model.snapshot import (
 from optsched.snapshot.fields import describe, get_int, get_list, get_map, get_str, string_map
 from optsched.snapshot.pods import pod_request
 from optsched.snapshot.quantity import count, cpu_milli, memory_mib
-from optsched.snapshot.scheduling import parse_required_affinity, parse_taints, parse_tolerations
+from optsched.snapshot.scheduling import (
+    extended_resource_tolerations,
+    parse_required_affinity,
+    parse_taints,
+    parse_tolerations,
+)
 
 
 def quota_amount(resource: str, value: Any, *, obj: dict[str, Any], field: str) -> int:
@@ -123,6 +128,7 @@ def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
         tolerations=parse_tolerations(
             spec.get("tolerations"), obj=obj, field=f"{field}.template.spec.tolerations"
         ),
+        admission_tolerations=extended_resource_tolerations(spec),
         required_topology=required or None,
         preferred_topology=preferred or None,
         nvlink_required=annotations.get(NVLINK_ANNOTATION, "").lower() == "required",

@@ -11,12 +11,13 @@ node, deterministically:
    :meth:`NodeState.choose_gpus` (tightest island that holds them, else fewest
    islands);
 3. shares go on the partly used GPU the model chose, or on the untouched GPUs
-   left over, slot by slot.
+   left over, slot by slot (left to the node where in-use GPUs have unknown
+   indices).
 
 The model's constraints guarantee every step succeeds; if one does not, the
 model and this code disagree, which is a bug, so it raises instead of
 returning a plan that cannot be realised. On a node with index-unknown usage,
-whole-GPU pods get ``gpus=None``.
+whole-GPU pods and shares on untouched GPUs get ``gpus=None``.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class _Node:
         return out
 
     def _place(self, ps: PodSetVars, gpus: list[int], out: Pods, pod: tuple[int, ...] | None) -> None:
-        _book(self.state, ps, gpus)
+        self.state.take(ps.request, gpus)
         out[ps].append((self.name, pod))
 
     def _in_islands(self, remaining: dict[PodSetVars, int], out: Pods) -> None:
@@ -146,11 +147,11 @@ class _Node:
         """3. Shares: on the partly used GPU the model chose, or on an untouched GPU per opened slot."""
         state, value, shares = self.state, self.value, self.vars.shares
         opened = sum(value(t) for t in shares.slots(self.n))
+        known = state.indices_known
         untouched = sorted(state.fully_free_gpus(), key=lambda g: (_island_free(state, g), g))
-        if opened > len(untouched) or (opened and not state.indices_known):
-            raise AssignmentError(
-                f"node {self.name}: shares opened {opened} GPUs, {len(untouched)} untouched"
-            )
+        room = len(untouched) if known else state.whole_free
+        if opened > room:
+            raise AssignmentError(f"node {self.name}: shares opened {opened} GPUs, {room} untouched")
         for ps, count in items:
             if not ps.is_share:
                 if not ps.whole_gpus:
@@ -164,7 +165,10 @@ class _Node:
                     placed += 1
             for j, var in enumerate(shares.fresh(ps.index, self.n)):
                 for _ in range(value(var)):
-                    self._place(ps, [untouched[j]], out, (untouched[j],))
+                    if known:
+                        self._place(ps, [untouched[j]], out, (untouched[j],))
+                    else:
+                        self._place(ps, [], out, None)
                     placed += 1
             if placed != count:
                 raise AssignmentError(f"node {self.name}: {ps.label()} has {count} pods but {placed} shares")
@@ -181,12 +185,6 @@ def _island_free(state: NodeState, gpu: int) -> int:
         if gpu in island:
             return sum(1 for g in island if state.is_fully_free(g))
     return 0
-
-
-def _book(state: NodeState, ps: PodSetVars, gpus: list[int]) -> None:
-    state.take(ps.request, gpus)
-    if not ps.is_share and ps.whole_gpus and not gpus:
-        state.unknown += ps.whole_gpus
 
 
 def _check(state: NodeState) -> None:

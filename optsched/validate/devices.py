@@ -5,7 +5,8 @@ and its GPUs by index (whole, or a share of compute and memory). A GPU is given
 whole to one pod at most, never to a pod and a share, never while a running pod
 holds it, and shares never exceed its compute or memory. Where in-use GPUs have
 unknown indices no index may be promised, because the free-looking GPU may be
-the one in use.
+the one in use; a pod given no indices takes as many GPUs as it asks for, a
+share a whole one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class NodeLoad:
     whole: dict[int, str] = field(default_factory=dict)
     """GPU index -> pod that takes it whole."""
     unindexed_whole: int = 0
+    """GPUs of pods given no indices (a share counts as a whole GPU: the node picks it)."""
     share_milli: dict[int, int] = field(default_factory=dict)
     share_mem: dict[int, int] = field(default_factory=dict)
     share_pods: dict[int, list[str]] = field(default_factory=dict)
@@ -80,8 +82,8 @@ def _unindexed(where: str, ps: PodSet, usage: NodeUsage, load: NodeLoad) -> list
         violations.append(f"{where}: NVLink island required but no GPU indices given")
     if share:
         load.unindexed_shares += 1
-    else:
-        load.unindexed_whole += req.gpus
+    # The node picks the GPU: a share may open an untouched one, so it counts as a whole GPU.
+    load.unindexed_whole += req.gpus
     return violations
 
 

@@ -4,7 +4,8 @@ Whole-GPU pods count against the node's whole free GPUs (index-unknown usage
 already subtracted). A share goes on one GPU: partly used GPUs get a count
 variable per GPU index, and untouched GPUs are opened as interchangeable
 "slots" (a Boolean each, ordered to break symmetry); an opened slot is no
-longer a whole free GPU. Shares on one GPU never exceed its free compute or
+longer a whole free GPU. Where in-use GPUs have unknown indices a slot holds
+one share, whose GPU the node picks. Shares on one GPU never exceed its free compute or
 free memory. Constraints that cannot bind (every candidate at its upper bound
 still fits) are left out to keep large models small.
 
@@ -108,13 +109,22 @@ def _shares(ctx: ModelContext, n: int, shares: OnNode) -> list[cp_model.IntVar]:
         _gpu_limits(model, items, node.gpu_milli[g], node.gpu_mem[g], None)
     for j, items in enumerate(per_slot):
         _gpu_limits(model, items, FULL_GPU_MILLI, node.gpu_mem_total, touched[j])
+        if items and not node.indices_known:
+            # The node picks each such share's GPU: one share per opened slot.
+            model.add(sum((v for _, v in items), start=0) <= touched[j])
     ctx.vars.shares.add_slots(n, touched)
     _hints(ctx, n, [(e, cs[0]) for e, cs in by_pod_set.items()], touched)
     return touched
 
 
 def _opened(node: NodeState, n: int, shares: OnNode, h: HintView) -> list[int]:
-    """Untouched GPUs the known solution's shares use on node ``n``, ascending."""
+    """Slots the known solution's shares open on node ``n``, in slot order.
+
+    The untouched GPUs they use, ascending; where in-use GPUs have unknown
+    indices, the PodSet of each share left to the node (one slot each).
+    """
+    if not node.indices_known:
+        return [e.index for e, _ in shares for gpus in h.gpus.get((e.index, n), []) if not gpus]
     return sorted(
         {g for e, _ in shares for gpus in h.gpus.get((e.index, n), []) for g in gpus if node.is_fully_free(g)}
     )
@@ -134,6 +144,8 @@ def _hints(ctx: ModelContext, n: int, shares: OnNode, touched: list[cp_model.Int
         slots = _opened(node, n, shares, h)
         if j >= len(slots):
             return 0
+        if not node.indices_known:
+            return int(slots[j] == e.index)
         return sum(1 for gpus in h.gpus.get((e.index, n), []) if gpus == (slots[j],))
 
     for j, var in enumerate(touched):
