@@ -208,3 +208,11 @@ def test_resources_free_in_total_but_on_different_nodes_are_named_together() -> 
     )
     crowded = first(snapshot(nodes, [wl], usage={"n1": cpu_left, "n2": cpu_left}), wl)
     assert "memory is short: only 0 of 2 pods fit in the 971 GiB free on eligible nodes" in crowded.message
+
+
+def test_pod_sets_of_one_shape_keep_their_own_names_in_the_reason() -> None:
+    first_wl = workload("a", pods(1, 16, name="trainer"))
+    second_wl = workload("b", pods(1, 16, name="worker"))
+    plan = planned(snapshot([node("n1")], [first_wl, second_wl]), "bestfit")
+    messages = [d.reasons[0].message for d in plan.deferred]
+    assert [m.split(":")[0] for m in messages] == ["pod set trainer", "pod set worker"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from functools import partial
 
 from optsched.capacity.eligibility import Candidates
 from optsched.capacity.state import ClusterState, NodeState
@@ -58,7 +59,9 @@ def capacity_reasons(
         fit, product = _cached_best_fit(snapshot, ps, cands, state_after, context.memo)
         if fit is None or fit.pods >= ps.needed:
             continue
-        reasons.append(_shortfall(ps, fit, product, state_after))
+        # Workloads of one shape share the reason: the binding resource is counted once per free state.
+        key = ("shortfall", id(state_after), shape_key(ps, cands))
+        reasons.append(context.memo.remember(key, partial(_shortfall, ps, fit, product, state_after)))
         blocked.update(_scope_of(cands, context.memo))
         if before is not None:
             earlier, _ = _cached_best_fit(snapshot, ps, cands, before, context.memo)

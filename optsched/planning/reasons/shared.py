@@ -19,9 +19,10 @@ PerPodSet = list[tuple[PodSet, list[Candidates]]]
 
 
 def shape_key(ps: PodSet, cands: list[Candidates]) -> Hashable:
-    """Everything a capacity answer for ``ps`` depends on besides the free state."""
+    """Everything a capacity answer for ``ps`` depends on besides the free state (its words name it)."""
     return (
         id(cands),
+        ps.name,
         ps.needed,
         ps.required_topology,
         ps.allow_mixed_products,
