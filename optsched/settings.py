@@ -124,6 +124,16 @@ class Settings(_Strict):
     """Relative slack when fixing a quality stage (topology, packing) before the next one."""
     force_fallback: bool = False
     """Skip CP-SAT and return the greedy BestFit plan with status FALLBACK."""
+    extended_resource_toleration: bool = True
+    """Plan as if the cluster runs Kubernetes' ExtendedResourceToleration admission plugin.
+
+    The plugin gives a pod that requests an extended resource (``nvidia.com/gpu``,
+    ``nvidia.com/mig-1g.10gb``, ...) a toleration of ``NoSchedule`` taints with
+    that key. GKE, among others, taints GPU nodes ``nvidia.com/gpu`` and relies on
+    it, so the Workload templates Kueue holds never carry the toleration. Off:
+    only the tolerations written in the template (and the flavor's) count, for a
+    cluster whose API server does not run the plugin.
+    """
     topology_levels: tuple[str, ...] | None = None
     """Override the snapshot's default topology levels (coarsest first) where no Topology applies."""
     topology: TopologyWeights = TopologyWeights()

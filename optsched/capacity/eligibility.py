@@ -2,15 +2,16 @@
 
 kube-scheduler's node filters (nodeSelector, required node affinity, taints
 and tolerations, readiness) plus Kueue's flavor restrictions (the flavor's
-``nodeLabels`` and ``nodeTaints``) and the GPU facts the planner adds (GPU
-product, health, NVLink island size). The solver and every greedy policy use
-these answers; ``check_plan`` re-derives its own.
+``nodeLabels`` and ``nodeTaints``), then whether one pod fits the node at all
+(GPUs, GPU memory, NVLink island size, MIG slices, CPU, memory, pod slots).
+The solver and every greedy policy use these answers; ``check_plan``
+re-derives its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from optsched.model.snapshot import Node, PodSet, ResourceFlavor, Snapshot, Taint, Toleration, Workload
 
@@ -56,13 +57,25 @@ def node_verdict(node: Node, pod_set: PodSet, flavor: ResourceFlavor | None) -> 
         return Verdict(False, "node not Ready")
     if node.unschedulable:
         return Verdict(False, "node cordoned")
+    verdict = placement_verdict(node, pod_set, flavor)
+    return size_verdict(node, pod_set) if verdict.ok else verdict
+
+
+def placement_verdict(node: Node, pod_set: PodSet, flavor: ResourceFlavor | None) -> Verdict:
+    """The filters that neither weigh the pod nor change with time: selectors, affinity, flavor, taints.
+
+    Node taints are checked against the template's tolerations, the flavor's
+    and those the cluster's admission adds to the pods
+    (:attr:`PodSet.admission_tolerations`); a flavor's ``nodeTaints`` only
+    against the template's, as Kueue checks them before any pod exists.
+    """
     labels = node.labels
     for key, value in pod_set.node_selector.items():
         if labels.get(key) != value:
             return Verdict(False, f"nodeSelector {key}={value}")
     if pod_set.affinity_terms and not any(t.matches(labels) for t in pod_set.affinity_terms):
         return Verdict(False, "required node affinity")
-    tolerations = pod_set.tolerations
+    tolerations = pod_set.tolerations + pod_set.admission_tolerations
     if flavor is not None:
         for key, value in flavor.node_labels.items():
             if labels.get(key) != value:
@@ -75,6 +88,11 @@ def node_verdict(node: Node, pod_set: PodSet, flavor: ResourceFlavor | None) -> 
     if taint is not None:
         value = f"={taint.value}" if taint.value else ""
         return Verdict(False, f"taint {taint.key}{value}:{taint.effect}")
+    return Verdict(True)
+
+
+def size_verdict(node: Node, pod_set: PodSet) -> Verdict:
+    """Is the node big enough for one pod at all: GPUs, GPU memory, island, MIG slices, CPU, memory, slots."""
     request = pod_set.request
     if request.gpus:
         healthy = len(node.healthy_gpus)
@@ -87,11 +105,30 @@ def node_verdict(node: Node, pod_set: PodSet, flavor: ResourceFlavor | None) -> 
         if pod_set.nvlink_required and not request.is_share and request.gpus > node.largest_island:
             return Verdict(False, f"largest NVLink island has {node.largest_island} GPUs")
     for name, amount in request.extended.items():
-        if node.extended.get(name, 0) < amount:
-            return Verdict(False, f"no {name}")
-    if request.cpu_milli > node.cpu_milli or request.memory_mib > node.memory_mib:
-        return Verdict(False, "CPU/memory allocatable too small")
+        have = node.extended.get(name, 0)
+        if have < amount:
+            return Verdict(False, f"has {have} {name}, pod needs {amount}" if have else f"no {name}")
+    if request.cpu_milli > node.cpu_milli:
+        return Verdict(False, "CPU allocatable too small")
+    if request.memory_mib > node.memory_mib:
+        return Verdict(False, "memory allocatable too small")
+    if node.max_pods < 1:
+        return Verdict(False, "no pod slots")
     return Verdict(True)
+
+
+def admission_tolerated(node: Node, pod_set: PodSet, flavor: ResourceFlavor | None) -> list[str]:
+    """Keys of the node's taints that only the admission-added tolerations tolerate."""
+    if not pod_set.admission_tolerations:
+        return []
+    own = pod_set.tolerations + (flavor.tolerations if flavor is not None else ())
+    return [
+        taint.key
+        for taint in node.taints
+        if taint.effect != "PreferNoSchedule"
+        and not any(t.tolerates(taint) for t in own)
+        and any(t.tolerates(taint) for t in pod_set.admission_tolerations)
+    ]
 
 
 @dataclass(frozen=True)
@@ -101,6 +138,8 @@ class Candidates:
     flavor: ResourceFlavor | None
     nodes: tuple[Node, ...]
     excluded: dict[str, int]
+    admission_tolerated: dict[str, int] = field(default_factory=dict)
+    """Taint key -> eligible nodes whose taint with that key only the admission-added tolerations pass."""
 
 
 def candidates(snapshot: Snapshot, workload: Workload, pod_set: PodSet) -> list[Candidates]:
@@ -111,13 +150,16 @@ def candidates(snapshot: Snapshot, workload: Workload, pod_set: PodSet) -> list[
 def _eligible(snapshot: Snapshot, flavor: ResourceFlavor | None, pod_set: PodSet) -> Candidates:
     ok: list[Node] = []
     excluded: dict[str, int] = {}
+    tolerated: dict[str, int] = {}
     for node in snapshot.nodes:
         verdict = node_verdict(node, pod_set, flavor)
         if verdict.ok:
             ok.append(node)
+            for key in admission_tolerated(node, pod_set, flavor):
+                tolerated[key] = tolerated.get(key, 0) + 1
         else:
             excluded[verdict.reason] = excluded.get(verdict.reason, 0) + 1
-    return Candidates(flavor, tuple(ok), excluded)
+    return Candidates(flavor, tuple(ok), excluded, tolerated)
 
 
 class CandidateCache:
@@ -153,6 +195,7 @@ def eligibility_key(flavors: list[ResourceFlavor | None], ps: PodSet) -> Hashabl
         tuple(sorted(ps.node_selector.items())),
         ps.affinity_terms,
         ps.tolerations,
+        ps.admission_tolerations,
         ps.nvlink_required,
         (req.cpu_milli, req.memory_mib, req.gpus, req.gpu_mem_mib, req.is_share),
         tuple(sorted(req.extended.items())),

@@ -11,9 +11,10 @@ is a minimum over what each resource allows:
   of what each island holds (a pod never spans two), and none at all where
   in-use GPUs have unknown indices (no island can be promised there);
 * GPU shares: on every partly used GPU, as many shares as its free compute,
-  memory and task slots hold, plus, where every GPU index is known, as many as
-  an untouched GPU holds for each untouched GPU; a pod of N shares needs N
-  different GPUs (:func:`spread_room`).
+  memory and task slots hold, plus, for each untouched GPU, as many as an
+  untouched GPU holds where every GPU index is known, else one per whole free
+  GPU (the node picks the GPU, so each such share counts as a whole GPU of
+  unknown index); a pod of N shares needs N different GPUs (:func:`spread_room`).
 """
 
 from __future__ import annotations
@@ -41,17 +42,14 @@ def pods_that_fit(
         if amount > 0:
             k = min(k, node.ext.get(name, 0) // amount)
     if req.gpus and k > 0:
-        k = min(k, _gpu_room(node, req, nvlink_required=nvlink_required))
+        k = min(k, gpu_room(node, req, nvlink_required=nvlink_required))
     return max(0, k)
 
 
-def _gpu_room(node: NodeState, req: PodRequest, *, nvlink_required: bool) -> int:
+def gpu_room(node: NodeState, req: PodRequest, *, nvlink_required: bool = False) -> int:
+    """Pods of ``req`` the node's free GPUs alone hold (CPU, memory and the rest not counted)."""
     if req.is_share:
-        if req.gpus > 1:
-            caps = [share_slots(node, req, g) for g in share_gpus(node)]
-            return spread_room(caps + [share_slots(node, req, None)] * fresh_gpus(node), req.gpus)
-        room = sum(share_slots(node, req, g) for g in share_gpus(node))
-        return room + fresh_gpus(node) * share_slots(node, req, None)
+        return share_room(node, req)
     room = node.whole_free // req.gpus
     if nvlink_required and req.gpus > 1:
         if not node.indices_known:
@@ -59,6 +57,21 @@ def _gpu_room(node: NodeState, req: PodRequest, *, nvlink_required: bool) -> int
         free = set(node.fully_free_gpus())
         room = min(room, sum(len(free.intersection(island)) // req.gpus for island in node.islands))
     return room
+
+
+def share_room(node: NodeState, req: PodRequest) -> int:
+    """Pods of ``req`` the node's GPUs hold: on partly used GPUs, then on untouched ones.
+
+    A pod of N shares needs N different GPUs. Where in-use GPUs have unknown
+    indices, such a pod goes only on partly used GPUs of known index
+    (:meth:`NodeState.choose_gpus`): an untouched GPU there may be one the
+    unknown pods hold.
+    """
+    known = [share_slots(node, req, g) for g in share_gpus(node)]
+    fresh = [share_slots(node, req, None)] * fresh_gpus(node)
+    if req.gpus <= 1:
+        return sum(known) + sum(fresh)
+    return spread_room(known + fresh if node.indices_known else known, req.gpus)
 
 
 def share_gpus(node: NodeState) -> list[int]:
@@ -71,12 +84,16 @@ def share_gpus(node: NodeState) -> list[int]:
 
 
 def fresh_gpus(node: NodeState) -> int:
-    """Untouched GPUs a share may open (only where every GPU index is known)."""
-    return len(node.fully_free_gpus()) if node.indices_known else 0
+    """Untouched GPUs shares may open: each by index where every index is known, else the whole free ones."""
+    return len(node.fully_free_gpus()) if node.indices_known else node.whole_free
 
 
 def share_slots(node: NodeState, req: PodRequest, gpu: int | None) -> int:
-    """Shares (devices) of a share request one GPU can hold (``None``: an untouched GPU)."""
+    """Shares (devices) of a share request one GPU can hold (``None``: an untouched GPU).
+
+    An untouched GPU on a node with index-unknown usage holds one share: the
+    node picks the GPU, so two such shares may well land on two GPUs.
+    """
     milli = FULL_GPU_MILLI if gpu is None else node.gpu_milli[gpu]
     mem = node.gpu_mem_total if gpu is None else node.gpu_mem[gpu]
     k = milli // req.gpu_milli if req.gpu_milli > 0 else UNBOUNDED_SHARES
@@ -84,6 +101,8 @@ def share_slots(node: NodeState, req: PodRequest, gpu: int | None) -> int:
     if need_mem > 0:
         k = min(k, mem // need_mem)
     k = min(k, node.tasks_total if gpu is None else node.gpu_tasks[gpu])
+    if gpu is None and not node.indices_known:
+        k = min(k, 1)
     return max(0, k)
 
 

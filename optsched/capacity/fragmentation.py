@@ -296,12 +296,14 @@ class FragMeter:
         if req.extended:
             ext = {k: v - req.extended.get(k, 0) for k, v in node.ext.items()}
         cpu, mem_left, pods_ok = node.cpu - req.cpu_milli, node.mem - req.memory_mib, node.pods > 1
+        # GPUs the node picks (no indices given) are GPUs of unknown index.
+        unknown = node.unknown + (req.gpus if req.gpus and not gpus else 0)
         key = (
             node.product,
             cpu,
             mem_left,
             pods_ok,
-            node.unknown,
+            unknown,
             tuple(milli),
             tuple(mem),
             node.gpu_mem_total,
@@ -315,7 +317,7 @@ class FragMeter:
                 cpu,
                 mem_left,
                 pods_ok,
-                node.unknown,
+                unknown,
                 milli,
                 mem,
                 node.gpu_mem_total,

@@ -147,6 +147,21 @@ class NodeState:
         """MiB each device of a share request takes on one of this node's GPUs."""
         return req.share_memory(self.gpu_mem_total, hami=self.hami)
 
+    def fresh_share_fits(self, req: PodRequest) -> bool:
+        """Whether a single share could open an untouched GPU, whose index is left to the node.
+
+        Only where in-use GPUs have unknown indices: any free-looking GPU may be
+        theirs, so the share is booked as one more GPU of unknown index. A pod
+        of several shares there goes only on partly used GPUs of known index.
+        """
+        return (
+            req.gpus == 1
+            and not self.indices_known
+            and self.whole_free >= 1
+            and req.gpu_milli <= FULL_GPU_MILLI
+            and self.share_mem(req) <= self.gpu_mem_total
+        )
+
     # -- fit and placement ---------------------------------------------------------------------
 
     def fits_resources(self, req: PodRequest) -> bool:
@@ -178,7 +193,9 @@ class NodeState:
         Whole GPUs come from one NVLink island where one can hold them (the
         tightest such island, so big islands stay whole); otherwise from as few
         islands as possible. Each device of a share goes on a different GPU,
-        the busiest ones that still have room (best fit). An empty list means
+        the busiest ones that still have room (best fit); on a node with
+        index-unknown usage and too few such GPUs, on untouched ones whose
+        indices the node picks (an empty list). An empty list otherwise means
         no GPU is needed; on a node with index-unknown usage, whole-GPU picks
         are still returned but callers must not promise them (see
         :attr:`indices_known`).
@@ -188,7 +205,7 @@ class NodeState:
         if req.is_share:
             candidates = self.share_candidates(req)
             if len(candidates) < req.gpus:
-                return None
+                return [] if self.fresh_share_fits(req) else None
             best = sorted(candidates, key=lambda g: (self.gpu_milli[g] - req.gpu_milli, g))[: req.gpus]
             return sorted(best)
         if self.whole_free < req.gpus:
@@ -199,7 +216,11 @@ class NodeState:
         return pick_whole_gpus(self.islands, free, req.gpus)
 
     def take(self, req: PodRequest, gpus: Iterable[int]) -> None:
-        """Book one pod on this node (no checks: call :meth:`choose_gpus` first)."""
+        """Book one pod on this node (no checks: call :meth:`choose_gpus` first).
+
+        A GPU pod booked without indices takes that many GPUs of unknown index
+        (a share one whole GPU), as the node, not the plan, picks them.
+        """
         self._fully_free = None
         self.cpu -= req.cpu_milli
         self.mem -= req.memory_mib
@@ -207,6 +228,9 @@ class NodeState:
         for name, amount in req.extended.items():
             self.ext[name] = self.ext.get(name, 0) - amount
         need_mem = self.share_mem(req)
+        gpus = list(gpus)
+        if req.gpus and not gpus:
+            self.unknown += req.gpus
         for gpu in gpus:
             if req.is_share:
                 self.gpu_milli[gpu] -= req.gpu_milli
@@ -226,6 +250,9 @@ class NodeState:
         for name, amount in req.extended.items():
             self.ext[name] = self.ext.get(name, 0) + amount
         need_mem = self.share_mem(req)
+        gpus = list(gpus)
+        if req.gpus and not gpus:
+            self.unknown -= req.gpus
         for gpu in gpus:
             if req.is_share:
                 self.gpu_milli[gpu] += req.gpu_milli

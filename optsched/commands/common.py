@@ -74,6 +74,18 @@ def add_source_arguments(parser: argparse.ArgumentParser, *, snapshot_flag: bool
     )
 
 
+def add_admission_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--no-extended-resource-toleration``: plan without emulating that admission plugin."""
+    parser.add_argument(
+        "--no-extended-resource-toleration",
+        dest="extended_resource_toleration",
+        action="store_false",
+        help="do not assume the API server runs the ExtendedResourceToleration admission plugin (by "
+        "default a pod requesting nvidia.com/gpu, or any extended resource, tolerates NoSchedule "
+        "taints with that key, as on GKE)",
+    )
+
+
 def live_objects(kubeconfig: str, namespaces: Sequence[str]) -> list[dict[str, Any]]:
     """Objects from a live cluster; notes about kinds the server lacks go to stderr."""
     from optsched.kube.reader import fetch_snapshot_objects  # deferred: only a live read loads the client

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from optsched.commands.common import (
+    add_admission_arguments,
     add_source_arguments,
     is_terminal,
     load_input,
@@ -30,7 +31,6 @@ from optsched.render.json import render_json
 from optsched.render.table import DEFAULT_WIDTH, render_table
 from optsched.render.yaml import render_yaml
 from optsched.settings import Settings
-from optsched.snapshot.checks import impossible_requests
 
 DEFAULT_POLICY = "optimizer"
 
@@ -102,6 +102,7 @@ def register(subparsers: Any) -> None:
         help="count --time-limit in CP-SAT's deterministic time with one search worker: the same "
         "snapshot gives the same plan on every run, however loaded the machine",
     )
+    add_admission_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -113,15 +114,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
         values["random_seed"] = args.seed
     if args.deterministic:
         values.update(deterministic_time=True, workers=1)
+    if not args.extended_resource_toleration:
+        values["extended_resource_toleration"] = False
     return Settings(**values)
 
 
 def check_input(snapshot: Snapshot) -> None:
-    """Refuse work no node could ever hold (bad input, exit 2); surface snapshot warnings."""
-    problems = impossible_requests(snapshot)
-    if problems:
-        detail = problems[0] if len(problems) == 1 else "\n  " + "\n  ".join(problems)
-        raise InputError(detail, source=snapshot.source)
+    """Surface the snapshot's warnings (objects left out, values clamped) on stderr."""
     for message in snapshot.warnings:
         warn(message)
 

@@ -15,6 +15,7 @@ import socket
 import warnings
 from typing import Any
 
+from optsched.commands.common import add_admission_arguments
 from optsched.controller.options import DeferPolicy, LeaseOptions, Options, Replica, WebhookOptions
 from optsched.settings import Settings
 
@@ -148,6 +149,7 @@ def register_run(subparsers: Any) -> None:
         metavar="NAME",
         help="MutatingWebhookConfiguration whose caBundle is kept current",
     )
+    add_admission_arguments(parser)
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.set_defaults(func=run_command)
 
@@ -194,7 +196,11 @@ def replica_from(args: argparse.Namespace) -> Replica:
     return Replica(
         identity=args.identity,
         options=options_from(args),
-        settings=Settings(time_limit_s=args.time_limit, workers=args.workers),
+        settings=Settings(
+            time_limit_s=args.time_limit,
+            workers=args.workers,
+            extended_resource_toleration=args.extended_resource_toleration,
+        ),
         lease=lease if args.leader_elect else None,
         webhook=webhook,
         metrics_port=args.metrics_port,

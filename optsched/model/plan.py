@@ -47,6 +47,8 @@ class FlavorEligibility(PlanModel):
     eligible: int
     excluded: dict[str, int] = Field(default_factory=dict)
     """Node filter (in words, e.g. ``nodeSelector nvidia.com/gpu.product=Tesla-T4``) -> nodes it excludes."""
+    admission_tolerated: dict[str, int] = Field(default_factory=dict)
+    """Taint key -> eligible nodes whose taint only the toleration ExtendedResourceToleration adds passes."""
 
 
 class PodSetPlacement(PlanModel):

@@ -25,13 +25,13 @@ class ReasonCode(StrEnum):
     NO_MATCHING_NODE = "NoMatchingNode"
     """Node filters (selectors, affinity, taints, flavor labels, GPU model or health) rule out every node."""
     POD_TOO_LARGE = "PodTooLarge"
-    """One pod asks for more GPUs than any node has: it can never run."""
+    """One pod asks for more of a resource than any node its filters allow has: it can never run."""
     TOPOLOGY_UNSATISFIABLE = "TopologyUnsatisfiable"
     """No domain of the required topology level holds the gang (now, or ever when ``permanent``)."""
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
-    """The eligible nodes lack free GPUs, CPU, memory or pod slots for the gang."""
+    """The eligible nodes lack free GPUs, GPU shares, MIG slices, CPU, memory or pod slots for the gang."""
     GPUS_FRAGMENTED = "GPUsFragmented"
-    """Enough GPUs are free in total, but scattered over nodes none of which holds a pod."""
+    """Enough GPUs are free in total, but too few on each node: not enough nodes hold a pod."""
     NVLINK_REQUIRED = "NVLinkRequired"
     """The pods would fit, but not each inside one NVLink island, which they require."""
     QUOTA_EXHAUSTED = "QuotaExhausted"
@@ -88,6 +88,7 @@ class Reason(BaseModel):
     cluster_queue: str | None = None
     flavor: str | None = None
     resource: str | None = None
+    """The Kubernetes resource that binds (``cpu``, ``nvidia.com/gpu``, a MIG profile, a quota's resource)."""
     cohort: str | None = None
     nominal: int | float | None = None
     borrowing_limit: int | float | None = None

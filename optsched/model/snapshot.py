@@ -194,6 +194,8 @@ class PodSet(Frozen):
     node_selector: dict[str, str] = Field(default_factory=dict)
     affinity_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    admission_tolerations: tuple[Toleration, ...] = ()
+    """What the cluster's admission adds to each pod (ExtendedResourceToleration); not in the template."""
     required_topology: str | None = None
     preferred_topology: str | None = None
     nvlink_required: bool = False

@@ -32,15 +32,15 @@ from optsched.planning.summary import summarize
 def apply_placement(snapshot: Snapshot, placement: Placement, state: ClusterState) -> list[str]:
     """Book every admitted pod on ``state``; returns warnings for entries that name unknown things.
 
-    Pods without GPU indices (nodes with index-unknown usage) are booked as
-    more index-unknown GPUs, so the free count stays right.
+    Pods without GPU indices (left to the node) are booked as more GPUs of
+    unknown index, a share as a whole one, so the free count stays right.
     """
     warnings: list[str] = []
     by_key = {w.key: w for w in snapshot.workloads}
     for key, assignment in placement.admitted.items():
         workload = by_key.get(key)
         if workload is None:
-            warnings.append(f"placement admits {key}, which is not a pending workload; ignored")
+            warnings.append(f"the policy admitted {key}, which is not a pending workload; not in the plan")
             continue
         for ps_name, pods in assignment.pods.items():
             pod_set = next((ps for ps in workload.pod_sets if ps.name == ps_name), None)
@@ -53,13 +53,7 @@ def apply_placement(snapshot: Snapshot, placement: Placement, state: ClusterStat
                 if node is None:
                     warnings.append(f"placement of {key} puts a pod on unknown node {pod.node}; ignored")
                     continue
-                if pod.gpus is not None:
-                    node.take(req, pod.gpus)
-                elif req.is_share:
-                    node.take(req, node.choose_gpus(req) or [])
-                else:
-                    node.take(req, [])
-                    node.unknown += req.gpus
+                node.take(req, pod.gpus or ())
     return warnings
 
 
@@ -176,6 +170,7 @@ def _eligibility(cache: CandidateCache, workload: Workload) -> list[FlavorEligib
             flavor=cand.flavor.name if cand.flavor is not None else None,
             eligible=len(cand.nodes),
             excluded=dict(cand.excluded),
+            admission_tolerated=dict(cand.admission_tolerated),
         )
         for ps in workload.pod_sets
         for cand in cache.get(workload, ps)

@@ -5,8 +5,8 @@ the same snapshot; :func:`~optsched.planning.build.build_plan` turns it into a
 :class:`~optsched.model.plan.Plan` with the same filters, gang and quota rules,
 reasons and summary, which is what makes "optimizer vs. BestFit" a fair
 comparison. The plan is then checked by the independent validator against the
-snapshot as planned (the settings' topology override applied), so no caller
-can validate against the wrong one.
+snapshot as planned (the settings' topology override and admission emulation
+applied), so no caller can validate against the wrong one.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from optsched.capacity.fragmentation import typical_shapes
 from optsched.errors import InputError
 from optsched.model.placement import Placement
 from optsched.model.plan import Plan, PlanStatus
-from optsched.model.snapshot import Snapshot
+from optsched.model.snapshot import Snapshot, Workload
 from optsched.planning.build import build_plan
 from optsched.planning.summary import pending_requests
 from optsched.policies.choosers import make_chooser
@@ -62,10 +62,24 @@ def policy_name(name: str) -> str:
 
 
 def effective_snapshot(snapshot: Snapshot, settings: Settings | None) -> Snapshot:
-    """The snapshot as planned under ``settings`` (topology level override applied)."""
+    """The snapshot as planned under ``settings``.
+
+    The topology level override is applied, and without ExtendedResourceToleration
+    emulation the pods keep only the tolerations their templates and flavors give.
+    """
+    update: dict[str, object] = {}
     if settings is not None and settings.topology_levels:
-        return snapshot.model_copy(update={"default_topology_levels": tuple(settings.topology_levels)})
-    return snapshot
+        update["default_topology_levels"] = tuple(settings.topology_levels)
+    if settings is not None and not settings.extended_resource_toleration:
+        update["workloads"] = tuple(_without_admission_tolerations(w) for w in snapshot.workloads)
+    return snapshot.model_copy(update=update) if update else snapshot
+
+
+def _without_admission_tolerations(workload: Workload) -> Workload:
+    if not any(ps.admission_tolerations for ps in workload.pod_sets):
+        return workload
+    pod_sets = tuple(ps.model_copy(update={"admission_tolerations": ()}) for ps in workload.pod_sets)
+    return workload.model_copy(update={"pod_sets": pod_sets})
 
 
 def plan(

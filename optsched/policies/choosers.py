@@ -198,7 +198,8 @@ class GpuPacking(ScoredChooser):
         fully_free = len(node.fully_free_gpus())
         if fully_free == node.gpu_count:
             return -float(max(100 // 3 - fully_free, fully_free)), gpus
-        used_whole = sum(1 for g in gpus if node.is_fully_free(g))
+        # A share left to the node takes an untouched GPU of unknown index.
+        used_whole = sum(1 for g in gpus if node.is_fully_free(g)) if gpus else 1
         if used_whole:
             return -float(max(100 // 2 - used_whole, 100 // 3)), gpus
         free_pct = sum(node.gpu_milli[g] * 100 // FULL_GPU_MILLI for g in gpus)
@@ -239,7 +240,7 @@ class RandomFit(ScoredChooser):
         return None if gpus is None else (0.0, gpus)
 
     def finalize(self, node: NodeState, req: PodRequest, gpus: list[int]) -> list[int]:
-        if not req.is_share or self._rng is None:
+        if not req.is_share or self._rng is None or not gpus:
             return gpus
         candidates = node.share_candidates(req)
         if req.gpus > 1:
@@ -281,6 +282,9 @@ class FGD(ScoredChooser):
                 value = self._value(self.meter.after(node, req, [gpu]) - before)
                 if best is None or value < best[0]:
                     best = (value, [gpu])
+            if best is None and node.fresh_share_fits(req):
+                # Index-unknown usage: an untouched GPU, whose index the node picks.
+                best = (self._value(self.meter.after(node, req, []) - before), [])
             return best
         gpus = node.choose_gpus(req)
         if gpus is None:

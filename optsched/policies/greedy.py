@@ -300,7 +300,8 @@ class _Greedy:
             if choice is None:
                 break
             node, gpus = choice
-            promise = node.indices_known or req.is_share or not req.gpus
+            # No index is promised where the node picks: GPUs of unknown index are in use there.
+            promise = not req.gpus or (bool(gpus) and (node.indices_known or req.is_share))
             attempt.take(node, req, gpus)
             placed.append(
                 PodPlacement(index=len(placed), node=node.name, gpus=tuple(gpus) if promise else None)

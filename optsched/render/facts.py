@@ -26,8 +26,23 @@ def request_of(snapshot_workload: Workload | None, pod_set: str) -> PodRequest |
     return next((ps.request for ps in snapshot_workload.pod_sets if ps.name == pod_set), None)
 
 
+def _profile(name: str) -> str:
+    """``nvidia.com/mig-1g.10gb`` -> ``mig-1g.10gb``."""
+    return "mig-" + name.rsplit("mig-", 1)[-1]
+
+
+def _mig_slices(amounts: dict[str, int]) -> str:
+    """``{"nvidia.com/mig-1g.10gb": 2}`` -> ``2 mig-1g.10gb`` (one slice: the profile alone)."""
+    ordered = sorted(amounts.items())
+    return "+".join(_profile(name) if n == 1 else f"{n} {_profile(name)}" for name, n in ordered)
+
+
+def _mig_of(request: PodRequest) -> dict[str, int]:
+    return {name: amount for name, amount in request.extended.items() if "mig-" in name and amount > 0}
+
+
 def shape_text(request: PodRequest) -> str:
-    """One pod's GPU ask: ``8``, ``0.25`` (a share), ``2x0.25`` (shares of 2 GPUs), ``mig 1g.10gb`` or ``0``.
+    """One pod's GPU ask: ``8``, ``0.25`` (a share), ``2x0.25`` (2 shares), ``2 mig-1g.10gb`` or ``0``.
 
     A share that asks for memory only reads ``4000MiB`` (or ``50%mem``).
     """
@@ -41,10 +56,21 @@ def shape_text(request: PodRequest) -> str:
         return each if request.gpus == 1 else f"{request.gpus}x{each}"
     if request.gpus:
         return fmt_gpus(request.gpu_equivalent)
-    mig = [name.rsplit("mig-", 1)[-1] for name in request.extended if "mig-" in name]
-    if mig:
-        return "mig " + "+".join(mig)
-    return "0"
+    mig = _mig_of(request)
+    return _mig_slices(mig) if mig else "0"
+
+
+def needs_text(workload: Workload) -> str:
+    """What the gang needs to start: GPUs (shares by fraction) and MIG slices, e.g. ``8 mig-1g.10gb``."""
+    slices: dict[str, int] = {}
+    for ps in workload.pod_sets:
+        for name, amount in _mig_of(ps.request).items():
+            slices[name] = slices.get(name, 0) + ps.needed * amount
+    gpus = workload.gpu_demand
+    mig = " + ".join(f"{n} {_profile(name)}" for name, n in sorted(slices.items()))
+    if mig and not gpus:
+        return mig
+    return f"{fmt_gpus(gpus)} + {mig}" if mig else fmt_gpus(gpus)
 
 
 def pods_by_gpus(decision: WorkloadDecision, workload: Workload | None) -> str:
@@ -62,19 +88,25 @@ def pods_by_gpus(decision: WorkloadDecision, workload: Workload | None) -> str:
     return " + ".join(parts) if parts else "-"
 
 
-def node_groups(decision: WorkloadDecision) -> list[NodeGpus]:
-    """Per node, in first-use order: the GPU indices (or count of unknown ones) a workload takes."""
+def node_groups(decision: WorkloadDecision, workload: Workload | None = None) -> list[NodeGpus]:
+    """Per node, in first-use order: the GPU indices (or count of unknown ones) a workload takes.
+
+    A pod left to the node counts the GPUs it asks for (a share one): ``[any 2]``
+    for a 2-GPU pod, not one per pod.
+    """
     order: list[str] = []
     indices: dict[str, set[int]] = defaultdict(set)
     unknown: dict[str, int] = defaultdict(int)
     pods: dict[str, int] = defaultdict(int)
     for ps in decision.pod_sets:
+        request = request_of(workload, ps.name)
+        devices = request.gpus if request is not None else 1
         for pod in ps.pods:
             if pod.node not in pods:
                 order.append(pod.node)
             pods[pod.node] += 1
             if pod.gpus is None:
-                unknown[pod.node] += 1
+                unknown[pod.node] += devices
             else:
                 indices[pod.node].update(pod.gpus)
     return [
@@ -152,6 +184,10 @@ def occupancy(snapshot: Snapshot, plan: Plan) -> list[NodeCells]:
     return list(cells.values())
 
 
+def _nodes(count: int) -> str:
+    return f"{count} node{'s' if count != 1 else ''}"
+
+
 def eligibility_lines(decision: WorkloadDecision) -> list[str]:
     """Why nodes are out of reach for each PodSet, before counting what is free (from the plan).
 
@@ -170,6 +206,11 @@ def eligibility_lines(decision: WorkloadDecision) -> list[str]:
             lines.append(f"podset {pod_set}{flavor}: {entry.eligible} of {total} nodes eligible")
             worst = sorted(entry.excluded.items(), key=lambda kv: (-kv[1], kv[0]))
             lines += [f"  excluded {n} node{'s' if n != 1 else ''}: {reason}" for reason, n in worst]
+            lines += [
+                f"  tolerates {key} taints on {_nodes(n)} "
+                f"(ExtendedResourceToleration: the pods request {key})"
+                for key, n in sorted(entry.admission_tolerated.items())
+            ]
         empty = [e.flavor for e in per_flavor if not e.eligible and e.flavor is not None and usable]
         if empty:
             noun = "flavor" if len(empty) == 1 else "flavors"

@@ -231,7 +231,7 @@ def _tables(snapshot: Snapshot, plan: Plan, colours: dict[str, str]) -> str:
             out.append(
                 f'<tr><td><span class="sw" style="background:{colours[d.name]}"></span>{escape(d.name)}</td>'
                 f'<td class="num">{d.priority}</td><td>{escape(pods_by_gpus(d, by_key.get(d.name)))}</td>'
-                f'<td class="mono">{escape(" ".join(compact_nodes(node_groups(d))))}</td>'
+                f'<td class="mono">{escape(" ".join(compact_nodes(node_groups(d, by_key.get(d.name)))))}</td>'
                 f"<td>{escape(flavors)}</td></tr>"
             )
         out.append("</table>")

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from optsched.model.plan import Plan, PlanStatus
 from optsched.model.snapshot import Snapshot, Workload
-from optsched.render.facts import eligibility_lines, node_groups, pods_by_gpus, workloads_by_key
+from optsched.render.facts import (
+    eligibility_lines,
+    needs_text,
+    node_groups,
+    pods_by_gpus,
+    workloads_by_key,
+)
 from optsched.render.text import (
     compact_nodes,
     fmt_gpus,
@@ -62,7 +68,7 @@ def _admitted_rows(plan: Plan, by_key: dict[str, Workload]) -> list[list[str]]:
                 decision.name,
                 str(decision.priority),
                 pods_by_gpus(decision, workload),
-                wrap_tokens(compact_nodes(node_groups(decision)), PLACEMENT_WIDTH) or "-",
+                wrap_tokens(compact_nodes(node_groups(decision, workload)), PLACEMENT_WIDTH) or "-",
                 ",".join(flavors) or "-",
             ]
         )
@@ -79,7 +85,7 @@ def _deferred_rows(
     fixed: list[list[str]] = []
     for decision in plan.deferred:
         workload = by_key.get(decision.name)
-        needs = fmt_gpus(workload.gpu_demand) if workload is not None else "?"
+        needs = needs_text(workload) if workload is not None else "?"
         fixed.append([decision.name, str(decision.priority), pods_by_gpus(decision, workload), needs])
     used = 2 + sum(
         max(len(h), *(len(row[i]) for row in fixed)) + 2 for i, h in enumerate(DEFERRED_HEADERS[:4])

@@ -44,7 +44,12 @@ from optsched.snapshot.fields import (
 )
 from optsched.snapshot.pods import pod_request
 from optsched.snapshot.quantity import count, cpu_milli, memory_mib
-from optsched.snapshot.scheduling import parse_required_affinity, parse_taints, parse_tolerations
+from optsched.snapshot.scheduling import (
+    extended_resource_tolerations,
+    parse_required_affinity,
+    parse_taints,
+    parse_tolerations,
+)
 
 INT32_MAX = 2**31 - 1
 """Kueue's API types counts and priorities as int32."""
@@ -148,6 +153,7 @@ def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
         tolerations=parse_tolerations(
             spec.get("tolerations"), obj=obj, field=f"{field}.template.spec.tolerations"
         ),
+        admission_tolerations=extended_resource_tolerations(spec),
         required_topology=required or None,
         preferred_topology=preferred or None,
         nvlink_required=annotations.get(NVLINK_ANNOTATION, "").lower() == "required",

@@ -112,3 +112,33 @@ def parse_required_affinity(
         ]
         terms.append(NodeSelectorTerm(match_expressions=tuple(exprs)))
     return tuple(terms)
+
+
+def extended_resource_tolerations(spec: dict[str, Any]) -> tuple[Toleration, ...]:
+    """The tolerations Kubernetes' ExtendedResourceToleration admission plugin adds to such a pod.
+
+    For every extended resource a container or init container requests (a
+    name with a domain outside ``kubernetes.io``, e.g. ``nvidia.com/gpu`` or
+    ``nvidia.com/mig-1g.10gb``), the pod tolerates ``NoSchedule`` taints with
+    that key, whatever their value. Limits count as requests: the API server
+    defaults an extended resource's request to its limit before admission.
+    Managed clusters (GKE among them) taint GPU nodes ``nvidia.com/gpu`` and
+    rely on this, so Workload templates never carry the toleration.
+    """
+    names: set[str] = set()
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        for container in containers if isinstance(containers, list) else ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if not isinstance(resources, dict):
+                continue
+            for part in ("requests", "limits"):
+                values = resources.get(part)
+                if isinstance(values, dict):
+                    names.update(str(name) for name in values if _is_extended(str(name)))
+    return tuple(Toleration(key=name, operator="Exists", effect="NoSchedule") for name in sorted(names))
+
+
+def _is_extended(name: str) -> bool:
+    """Kubernetes' rule: a domain-prefixed name outside ``kubernetes.io``, not a quota ``requests.`` name."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")

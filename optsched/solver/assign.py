@@ -11,13 +11,14 @@ node, deterministically:
    :meth:`NodeState.choose_gpus` (tightest island that holds them, else fewest
    islands);
 3. shares go on the partly used GPU the model chose, or on the untouched GPUs
-   left over, slot by slot; a pod of N shares gets N of them, dealt out so no
-   pod gets one GPU twice.
+   left over, slot by slot (left to the node where in-use GPUs have unknown
+   indices); a pod of N shares gets N of them, dealt out so no pod gets one
+   GPU twice.
 
 The model's constraints guarantee every step succeeds; if one does not, the
 model and this code disagree, which is a bug, so it raises instead of
 returning a plan that cannot be realised. On a node with index-unknown usage,
-whole-GPU pods get ``gpus=None``.
+whole-GPU pods and shares on untouched GPUs get ``gpus=None``.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class _Node:
         return out
 
     def _place(self, ps: PodSetVars, gpus: list[int], out: Pods, pod: tuple[int, ...] | None) -> None:
-        _book(self.state, ps, gpus)
+        self.state.take(ps.request, gpus)
         out[ps].append((self.name, pod))
 
     def _in_islands(self, remaining: dict[PodSetVars, int], out: Pods) -> None:
@@ -147,22 +148,29 @@ class _Node:
         """3. Shares: on the partly used GPU the model chose, or on an untouched GPU per opened slot."""
         state, value, shares = self.state, self.value, self.vars.shares
         opened = sum(value(t) for t in shares.slots(self.n))
+        known = state.indices_known
         untouched = sorted(state.fully_free_gpus(), key=lambda g: (_island_free(state, g), g))
-        if opened > len(untouched) or (opened and not state.indices_known):
-            raise AssignmentError(
-                f"node {self.name}: shares opened {opened} GPUs, {len(untouched)} untouched"
-            )
+        room = len(untouched) if known else state.whole_free
+        if opened > room:
+            raise AssignmentError(f"node {self.name}: shares opened {opened} GPUs, {room} untouched")
         for ps, count in items:
             if not ps.is_share:
                 if not ps.whole_gpus:
                     for _ in range(count):
                         self._place(ps, [], out, ())
                 continue
-            # One entry per share, GPU by GPU: dealt out round-robin, no pod gets a GPU twice
-            # (the model puts at most ``count`` shares of the PodSet on any GPU).
-            dealt = [gpu for gpu, var in shares.on_gpu(ps.index, self.n) for _ in range(value(var))]
-            fresh = shares.fresh(ps.index, self.n)
-            dealt += [untouched[j] for j, var in enumerate(fresh) for _ in range(value(var))]
+            if not known and ps.request.gpus == 1:
+                fresh_pods = sum(value(var) for var in shares.fresh(ps.index, self.n))
+                for _ in range(fresh_pods):
+                    self._place(ps, [], out, None)
+                count -= fresh_pods
+                dealt = [gpu for gpu, var in shares.on_gpu(ps.index, self.n) for _ in range(value(var))]
+            else:
+                # One entry per share, GPU by GPU: dealt out round-robin, no pod gets a GPU twice
+                # (the model puts at most ``count`` shares of the PodSet on any GPU).
+                dealt = [gpu for gpu, var in shares.on_gpu(ps.index, self.n) for _ in range(value(var))]
+                fresh = shares.fresh(ps.index, self.n)
+                dealt += [untouched[j] for j, var in enumerate(fresh) for _ in range(value(var))]
             per_pod = ps.request.gpus
             if len(dealt) != count * per_pod:
                 raise AssignmentError(
@@ -187,12 +195,6 @@ def _island_free(state: NodeState, gpu: int) -> int:
         if gpu in island:
             return sum(1 for g in island if state.is_fully_free(g))
     return 0
-
-
-def _book(state: NodeState, ps: PodSetVars, gpus: list[int]) -> None:
-    state.take(ps.request, gpus)
-    if not ps.is_share and ps.whole_gpus and not gpus:
-        state.unknown += ps.whole_gpus
 
 
 def _check(state: NodeState) -> None:

@@ -122,7 +122,7 @@ class Optimizer:
             return SolveResult(Placement(), PlanStatus.EMPTY)
         greedy = self.greedy_hint()
         if self.settings.force_fallback:
-            return self.fallback(greedy, "the solver is switched off (force_fallback)")
+            return self.fallback(greedy, "the solver is switched off in the settings")
         problem = self.problem(greedy)
         model = self.admission_model(problem, greedy)
         admitted = self.admission_stages(model)
@@ -268,12 +268,16 @@ class Optimizer:
         objective, bound, gap = report(outcome, capacity)
         for stage in outcome.results:
             if stage.admission and capacity.get(stage.name, stage.value) < stage.value - 1e-6:
-                self.notes.append(f"internal: capacity bound of {stage.name} below its achieved value")
+                self.notes.append(
+                    f"the bound of stage {stage.name} could not be confirmed (its GPU-capacity estimate is "
+                    "below what the plan admits), so the plan reports the admitted value as its bound; "
+                    "please report this with the snapshot"
+                )
         warnings = self.notes + self.model_warnings(problem)
         if greedy_value is not None:
             warnings.append(
                 "the greedy BestFit placement admits more (priority by priority) than the best solver "
-                "solution found in the time limit; returning the greedy placement"
+                "solution found in the time limit, so the plan is the greedy placement"
             )
             if bound:
                 gap = max(0.0, (bound - greedy_value) / bound)
@@ -301,8 +305,9 @@ class Optimizer:
             )
         if problem.pruned:
             warnings.append(
-                f"{problem.pruned} PodSets were offered a bounded list of candidate nodes "
-                f"(about {settings.candidates_per_podset}); the status and bound refer to that model"
+                f"{problem.pruned} pod sets could use more nodes than the model holds: each was planned on "
+                f"a bounded list of about {settings.candidates_per_podset} candidate nodes, and the status "
+                "and bound refer to that choice"
             )
         return warnings
 
@@ -329,5 +334,5 @@ class Optimizer:
             PlanStatus.FALLBACK,
             seconds=round(time.perf_counter() - self.started, 4),
             objective={"gpus": round(gpus_admitted(self.snapshot, greedy), 3)},
-            warnings=(f"greedy BestFit plan returned: {why}",),
+            warnings=(f"the plan is the greedy BestFit placement: {why}",),
         )

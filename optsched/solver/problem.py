@@ -145,7 +145,7 @@ def build_problem(
     """The window and every PodSet's candidates; ``greedy``'s nodes always stay candidates."""
     base = Baseline.reuse(snapshot, baseline)
     state = base.state
-    window = choose_window(snapshot, settings, state, greedy, previous)
+    window = choose_window(snapshot, settings, state, greedy, previous, _unplaceable(snapshot, base))
     domains = Domains(snapshot, settings)
     finder = CandidateFinder(snapshot, settings, state, domains.of, base.eligibility)
     newest = max((w.created for w in snapshot.workloads), default=None)
@@ -177,3 +177,12 @@ def build_problem(
         beyond_window=window.beyond,
         pruned=finder.pruned,
     )
+
+
+def _unplaceable(snapshot: Snapshot, base: Baseline) -> set[str]:
+    """Workloads with a PodSet that no node passes the filters for: too large, or no node matches."""
+    return {
+        w.key
+        for w in snapshot.workloads
+        if any(not any(c.nodes for c in base.eligibility.get(w, ps)) for ps in w.pod_sets)
+    }

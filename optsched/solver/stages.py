@@ -179,8 +179,8 @@ class _Runner:
                 outcome.failure = f"stage {stage.name}: {name} after {seconds:.2f}s"
             else:
                 outcome.notes.append(
-                    f"stage {stage.name} found no solution in {seconds:.2f}s ({name}); "
-                    "kept the previous stage's"
+                    f"stage {stage.name} found no solution in {seconds:.2f}s (solver status {name}); "
+                    "the plan keeps the previous stage's"
                 )
             return False
         value, bound = solver.objective_value, solver.best_objective_bound

@@ -6,11 +6,12 @@ nodes, so only the head of the queue is planned: workloads in Kueue order
 free GPUs, at least ``min_window`` of them, plus every workload the greedy plan
 or the previous plan admitted (so the optimizer can always reproduce them).
 The greedy plan's and the previous plan's nodes are kept as candidates.
+Workloads that no node could ever take are not planned at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from optsched.capacity.state import ClusterState
@@ -31,9 +32,18 @@ class Window:
 
 
 def choose_window(
-    snapshot: Snapshot, settings: Settings, state: ClusterState, greedy: Placement, previous: Plan | None
+    snapshot: Snapshot,
+    settings: Settings,
+    state: ClusterState,
+    greedy: Placement,
+    previous: Plan | None,
+    unplaceable: Collection[str] = (),
 ) -> Window:
-    """The queue head whose GPU demand reaches window_factor x free GPUs, plus greedy/previous admissions."""
+    """The queue head whose GPU demand reaches window_factor x free GPUs, plus greedy/previous admissions.
+
+    ``unplaceable`` workloads (a PodSet no node can ever take) are left out of
+    both: they cost the model nothing and never push others beyond the window.
+    """
     must = set(greedy.admitted)
     if previous is not None:
         must |= {d.name for d in previous.workloads if d.decision == "admit"}
@@ -43,6 +53,8 @@ def choose_window(
     inside_window: list[Workload] = []
     beyond: list[Workload] = []
     for workload in sorted(snapshot.workloads, key=lambda w: w.queue_key):
+        if workload.key in unplaceable:
+            continue
         inside = demand < limit or len(inside_window) < settings.min_window
         if inside or workload.key in must:
             inside_window.append(workload)

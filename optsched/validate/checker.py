@@ -169,7 +169,8 @@ class _Checker:
             all(req.matches(node.labels) for req in term.match_expressions) for term in ps.affinity_terms
         ):
             self.fail(f"{where}: required node affinity not satisfied")
-        tolerations = ps.tolerations
+        # The cluster's admission adds tolerations to the pods; Kueue checks flavor taints without them.
+        tolerations = ps.tolerations + ps.admission_tolerations
         if flavor is not None:
             for label, value in flavor.node_labels.items():
                 if node.labels.get(label) != value:

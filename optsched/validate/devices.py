@@ -6,7 +6,8 @@ GPUs, all different). A GPU is given whole to one pod at most, never to a pod
 and a share, never while a running pod holds it, and shares never exceed its
 compute, its memory or its split count (HAMi's most tasks per GPU). Where
 in-use GPUs have unknown indices no index may be promised, because the
-free-looking GPU may be the one in use.
+free-looking GPU may be the one in use; a pod given no indices takes as many
+GPUs as it asks for, a share a whole one.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class NodeLoad:
     whole: dict[int, str] = field(default_factory=dict)
     """GPU index -> pod that takes it whole."""
     unindexed_whole: int = 0
+    """GPUs of pods given no indices (a share counts as a whole GPU: the node picks it)."""
     share_milli: dict[int, int] = field(default_factory=dict)
     share_mem: dict[int, int] = field(default_factory=dict)
     share_pods: dict[int, list[str]] = field(default_factory=dict)
@@ -81,8 +83,8 @@ def _unindexed(where: str, ps: PodSet, usage: NodeUsage, load: NodeLoad) -> list
         violations.append(f"{where}: NVLink island required but no GPU indices given")
     if share:
         load.unindexed_shares += req.gpus
-    else:
-        load.unindexed_whole += req.gpus
+    # The node picks the GPU: a share may open an untouched one, so it counts as a whole GPU.
+    load.unindexed_whole += req.gpus
     return violations
 
 

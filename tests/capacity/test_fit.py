@@ -37,7 +37,9 @@ def test_shares_fill_partly_used_gpus_and_untouched_ones() -> None:
     # GPU 0 holds two more quarter shares, each untouched GPU four.
     assert pods_that_fit(state(one_half_used), share) == 2 + 7 * 4
     unknown = NodeUsage(unknown_index_gpus=1, gpu_milli=(500,) + (0,) * 7, gpu_mem_mib=(40_960,) + (0,) * 7)
-    assert pods_that_fit(state(unknown), share) == 2  # untouched GPUs may be the unknown one
+    # No untouched GPU can be named (any may be the unknown one): each of the 6 whole free GPUs takes
+    # one share whose GPU the node picks.
+    assert pods_that_fit(state(unknown), share) == 2 + 6
 
 
 def test_pods_of_several_shares_need_that_many_different_gpus() -> None:

@@ -11,7 +11,6 @@ from tests.cli.conftest import BAD, FAST
     ("name", "needles"),
     [
         ("not-yaml.txt", ["not-yaml.txt", "not valid YAML", "line"]),
-        ("too-big.yaml", ["too-big.yaml", "Workload ml/job-huge", "spec.podSets[0]", "16 GPUs"]),
     ],
 )
 def test_bad_file_exits_2_naming_file_object_field(run_cli, name: str, needles: list[str]) -> None:  # type: ignore[no-untyped-def]

@@ -171,10 +171,12 @@ def test_deterministic_counts_the_budget_in_solver_work_with_one_worker(run_cli)
 
     from optsched.commands.plan import settings_from
 
-    settings = settings_from(argparse.Namespace(time_limit=3.0, seed=None, deterministic=True))
+    settings = settings_from(
+        argparse.Namespace(time_limit=3.0, seed=None, deterministic=True, extended_resource_toleration=True)
+    )
     assert settings.deterministic_time and settings.workers == 1 and settings.time_limit_s == 3.0
     assert not settings_from(
-        argparse.Namespace(time_limit=None, seed=None, deterministic=False)
+        argparse.Namespace(time_limit=None, seed=None, deterministic=False, extended_resource_toleration=True)
     ).deterministic_time
     first = run_cli("plan", "--snapshot", str(FIFO_TRAP), "--format", "json", "--deterministic")
     again = run_cli("plan", "--snapshot", str(FIFO_TRAP), "--format", "json", "--deterministic")

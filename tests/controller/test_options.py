@@ -41,3 +41,9 @@ def test_flags_reach_their_options() -> None:
     assert replica.lease == LeaseOptions(namespace="ns", name=LeaseOptions.name, duration_s=6)
     assert replica.lease.renew_every_s == 2
     assert replica.webhook.port == 9443 and replica.webhook.namespace == "ns"
+
+
+def test_the_controller_can_plan_without_extended_resource_toleration() -> None:
+    assert replica_from(parse("--identity", "a")).settings.extended_resource_toleration
+    off = replica_from(parse("--identity", "a", "--no-extended-resource-toleration"))
+    assert not off.settings.extended_resource_toleration

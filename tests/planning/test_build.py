@@ -137,7 +137,10 @@ def test_empty_placement_defers_everything_with_reasons() -> None:
     plan = build_plan(snap, Placement(), status=PlanStatus.HEURISTIC, policy="x")
     (decision,) = plan.workloads
     assert decision.decision == "defer"
-    assert [r.message for r in decision.reasons] == ["pod set main: pod needs 8 GPUs; the largest node has 4"]
+    assert [r.message for r in decision.reasons] == [
+        "pod set main: a pod needs 8 GPUs; the largest node its filters allow (n1) has 4 GPUs, "
+        "so it can never fit"
+    ]
     assert plan.summary.gpus_free_before == plan.summary.gpus_free_after == 4.0
 
 

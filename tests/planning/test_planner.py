@@ -39,7 +39,8 @@ def test_baselines_give_valid_heuristic_plans(name: str) -> None:
     assert {w.name for w in plan.admitted} == {"default/gang", "default/small", "default/share"}
     huge = plan.decision("default/huge")
     assert huge is not None and [r.message for r in huge.reasons] == [
-        "pod set main: pod needs 16 GPUs; the largest node has 8"
+        "pod set main: a pod needs 16 GPUs; the largest node its filters allow (n1) has 8 GPUs, "
+        "so it can never fit"
     ]
 
 

@@ -48,7 +48,10 @@ def test_no_node_matches_lists_the_filters_with_counts() -> None:
 def test_pod_larger_than_any_node() -> None:
     wl = workload("job", pods(1, 16))
     snap = snapshot([node("n1"), node("n2", gpus=4)], [wl])
-    assert reasons(snap, wl) == ["pod set main: pod needs 16 GPUs; the largest node has 8"]
+    assert reasons(snap, wl) == [
+        "pod set main: a pod needs 16 GPUs; the largest node its filters allow (n1) has 8 GPUs, "
+        "so it can never fit"
+    ]
     (reason,) = found(snap, wl)
     assert (reason.code, reason.needed, reason.available, reason.permanent) == (
         ReasonCode.POD_TOO_LARGE,
@@ -243,7 +246,9 @@ def test_pods_that_fit_only_across_nvlink_islands_name_nvlink_as_the_binding_con
     snap = snapshot([node("a1", islands=pairs, gpu_mem=40_960)], [wl], usage={"a1": every_other})
     (reason,) = found(snap, wl)
     assert reason.code == ReasonCode.NVLINK_REQUIRED
-    assert reason.message.endswith("; CPU, memory, pod slots or NVLink islands are short")
+    assert reason.message.endswith(
+        "; each pod must sit inside one NVLink island, and too few islands have 2 GPUs free"
+    )
     loose = workload("loose", pods(1, 2, cpu=200_000))
     assert codes(snapshot([node("a1", islands=pairs, gpu_mem=40_960)], [loose]), loose) != [
         ReasonCode.NVLINK_REQUIRED

@@ -53,7 +53,8 @@ def explain_deferral(
     per_pod_set = [(ps, cache.get(workload, ps)) for ps in workload.pod_sets]
     for ps, cands in per_pod_set:
         if not any(c.nodes for c in cands):
-            return [no_node(snapshot, ps, cands)]
+            key = ("no-node", shape_key(ps, cands))
+            return [context.memo.remember(key, partial(no_node, snapshot, ps, cands))]
     for ps, cands in per_pod_set:
         never = context.memo.remember(
             ("never", shape_key(ps, cands)), partial(never_fits, snapshot, ps, cands, context.memo)

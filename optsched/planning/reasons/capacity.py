@@ -2,7 +2,8 @@
 
 For each PodSet the node group where most of its pods fit (per flavor and GPU
 product, or per domain of a required topology level) is compared with what the
-gang needs. The shortfall is then attributed: to running workloads when it did
+gang needs, naming the resource that binds there (:mod:`binding`). The
+shortfall is then attributed: to running workloads when it did
 not fit before the plan either, else to the admitted workloads on those nodes,
 higher priority first, then those ahead in the queue, then the ones that let
 the plan admit more in total (with the GPUs admitting this one would strand).
@@ -12,16 +13,17 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from functools import partial
 
 from optsched.capacity.eligibility import Candidates
 from optsched.capacity.state import ClusterState, NodeState
 from optsched.model.reasons import Reason, ReasonCode
 from optsched.model.snapshot import Node, PodSet, Snapshot, Workload
+from optsched.planning.reasons.binding import binding, limits
 from optsched.planning.reasons.context import Memo, PlanContext
 from optsched.planning.reasons.shared import (
     PerPodSet,
     demand,
-    demand_figures,
     domains,
     fits,
     free_gpus,
@@ -30,6 +32,7 @@ from optsched.planning.reasons.shared import (
     scopes,
     shape_key,
 )
+from optsched.planning.reasons.shortfall import Shortfall, shortfall_reason
 
 
 @dataclass
@@ -56,12 +59,9 @@ def capacity_reasons(
         fit, product = _cached_best_fit(snapshot, ps, cands, state_after, context.memo)
         if fit is None or fit.pods >= ps.needed:
             continue
-        reason = _shortfall(ps, fit, product)
-        if reason.code == ReasonCode.INSUFFICIENT_CAPACITY and _islands_bind(
-            snapshot, ps, cands, state_after
-        ):
-            reason = reason.model_copy(update={"code": ReasonCode.NVLINK_REQUIRED})
-        reasons.append(reason)
+        # Workloads of one shape share the reason: the binding resource is counted once per free state.
+        key = ("shortfall", id(state_after), shape_key(ps, cands))
+        reasons.append(context.memo.remember(key, partial(_shortfall, ps, fit, product, state_after)))
         blocked.update(_scope_of(cands, context.memo))
         if before is not None:
             earlier, _ = _cached_best_fit(snapshot, ps, cands, before, context.memo)
@@ -76,51 +76,19 @@ def capacity_reasons(
     return reasons + _attribution(snapshot, workload, per_pod_set, frozenset(blocked), before, context)
 
 
-def _shortfall(ps: PodSet, fit: _Fit, product: str) -> Reason:
-    """How far the best node group falls short of the gang, in words and figures."""
+def _shortfall(ps: PodSet, fit: _Fit, product: str, state: ClusterState) -> Reason:
+    """How far the best node group falls short of the gang, naming the resource that binds there."""
     req = ps.request
     what = demand(ps, product if req.gpus and not ps.allow_mixed_products else "")
-    code = ReasonCode.INSUFFICIENT_CAPACITY
-    scope = "eligible nodes"
-    if ps.required_topology:
-        text = (
-            f"pod set {ps.name}: needs {what} in one {ps.required_topology}; "
-            f"the one with the most room has {fit.free:g} GPUs free"
-        )
-        code, scope = ReasonCode.TOPOLOGY_UNSATISFIABLE, ps.required_topology
-    elif req.is_share:
-        text = (
-            f"pod set {ps.name}: needs {what}; only {fit.pods} of {ps.needed} pods fit "
-            f"({fit.free:g} GPUs of compute free on eligible nodes)"
-        )
-    elif req.gpus and fit.free == 0:
-        text = f"pod set {ps.name}: needs {what}; no GPU is free on the eligible nodes"
-    elif req.gpus:
-        text = (
-            f"pod set {ps.name}: needs {what}; only {fit.pods} of {ps.needed} pods fit "
-            f"({fit.free:g} GPUs free on eligible nodes, at most {fit.per_node} on one node)"
-        )
-    else:
-        text = f"pod set {ps.name}: needs {what}; only {fit.pods} fit in the free CPU and memory"
-    if req.gpus and fit.free >= ps.needed * req.gpu_equivalent:
-        if not req.is_share and fit.per_node < req.gpus:
-            text += "; the free GPUs are scattered over nodes"
-            code = ReasonCode.GPUS_FRAGMENTED if code == ReasonCode.INSUFFICIENT_CAPACITY else code
-        else:
-            text += "; CPU, memory, pod slots or NVLink islands are short"
-    needed, unit = demand_figures(ps)
-    available = fit.free if req.gpus else float(fit.pods)
-    return Reason(
-        code=code, message=text, pod_set=ps.name, needed=needed, available=available, unit=unit, scope=scope
+    found = limits(ps, [state.by_name[name] for name in sorted(fit.nodes)])
+    shortfall = Shortfall(
+        pods=fit.pods,
+        free=fit.free,
+        per_node=fit.per_node,
+        limit=binding(found, ps.needed),
+        asked=tuple(limit.words for limit in found),
     )
-
-
-def _islands_bind(snapshot: Snapshot, ps: PodSet, cands: list[Candidates], state: ClusterState) -> bool:
-    """True when the gang would fit if its pods could span NVLink islands: the islands are what binds."""
-    if not ps.nvlink_required or ps.request.gpus < 2:
-        return False
-    relaxed, _ = _best_fit(snapshot, ps.model_copy(update={"nvlink_required": False}), cands, state)
-    return relaxed is not None and relaxed.pods >= ps.needed
+    return shortfall_reason(ps, what, shortfall)
 
 
 def _cached_best_fit(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from optsched.capacity.eligibility import Candidates
+from optsched.capacity.state import NodeState
 from optsched.model.reasons import Reason, ReasonCode
 from optsched.model.snapshot import PodSet, Snapshot
+from optsched.planning.reasons.binding import binding, limits
 from optsched.planning.reasons.context import Memo
 from optsched.planning.reasons.shared import (
     demand,
@@ -15,23 +17,15 @@ from optsched.planning.reasons.shared import (
     levels_for,
     scopes,
 )
+from optsched.planning.reasons.shortfall import Shortfall, shortfall_reason
+from optsched.planning.reasons.too_large import too_large
 
 
 def no_node(snapshot: Snapshot, ps: PodSet, cands: list[Candidates]) -> Reason:
     """Why no node is eligible: a pod bigger than any node, or the filters that rule the nodes out."""
-    req = ps.request
-    healthy = [len(n.healthy_gpus) for n in snapshot.nodes if n.ready and not n.unschedulable]
-    if req.gpus and healthy and req.gpus > max(healthy):
-        return Reason(
-            code=ReasonCode.POD_TOO_LARGE,
-            message=f"pod set {ps.name}: pod needs {req.gpus} GPUs; the largest node has {max(healthy)}",
-            pod_set=ps.name,
-            needed=req.gpus,
-            available=max(healthy),
-            unit="GPUs",
-            scope="node",
-            permanent=True,
-        )
+    larger = too_large(snapshot, ps, cands)
+    if larger is not None:
+        return larger
     if not any(cand.excluded for cand in cands):
         return Reason(
             code=ReasonCode.NO_MATCHING_NODE,
@@ -65,33 +59,44 @@ def never_fits(snapshot: Snapshot, ps: PodSet, cands: list[Candidates], memo: Me
     """A reason if the gang could not fit even on an empty cluster, else None."""
     groups = scopes(ps, cands)
     levels = levels_for(snapshot, cands)
-    best_total = 0.0
-    best_label = ""
+    best: tuple[float, int, str, list[NodeState]] | None = None
     for label, nodes in groups:
         members = domains(nodes, ps.required_topology, levels).values() if ps.required_topology else [nodes]
         for group in members:
             states = [memo.empty_state(n) for n in group]
-            if sum(fits(s, ps, ps.needed) for s in states) >= ps.needed:
+            pods = sum(fits(s, ps, ps.needed) for s in states)
+            if pods >= ps.needed:
                 return None
-            if free_gpus(states, ps) >= best_total:
-                best_total, best_label = free_gpus(states, ps), label
-    product = best_label if len(groups) == 1 else ""
+            free = free_gpus(states, ps)
+            if best is None or (free, pods) >= best[:2]:
+                best = (free, pods, label, states)
+    if best is None:
+        return _no_domain(ps, demand(ps, groups[0][0] if len(groups) == 1 else ""))
+    free, pods, label, states = best
+    found = limits(ps, states)
+    shortfall = Shortfall(
+        pods=pods,
+        free=free,
+        per_node=max((s.whole_free for s in states), default=0),
+        limit=binding(found, ps.needed),
+        asked=tuple(limit.words for limit in found),
+    )
+    product = label if len(groups) == 1 else ""
+    return shortfall_reason(ps, demand(ps, product), shortfall, permanent=True)
+
+
+def _no_domain(ps: PodSet, what: str) -> Reason:
+    """A required topology level none of the eligible nodes is labelled with."""
+    level = ps.required_topology
     needed, unit = demand_figures(ps)
-    figures = {"pod_set": ps.name, "needed": needed, "unit": unit, "permanent": True}
-    if ps.request.gpus:
-        figures["available"] = best_total
-    if ps.required_topology:
-        return Reason(
-            code=ReasonCode.TOPOLOGY_UNSATISFIABLE,
-            message=f"pod set {ps.name}: needs {demand(ps, product)} in one {ps.required_topology}; "
-            f"the largest such domain has {best_total:g} usable GPUs, so it can never fit",
-            scope=ps.required_topology,
-            **figures,
-        )
     return Reason(
-        code=ReasonCode.INSUFFICIENT_CAPACITY,
-        message=f"pod set {ps.name}: needs {demand(ps, product)}; the eligible nodes have "
-        f"{best_total:g} GPUs in total, so it can never fit",
-        scope="eligible nodes",
-        **figures,
+        code=ReasonCode.TOPOLOGY_UNSATISFIABLE,
+        message=f"pod set {ps.name}: needs {what} in one {level}; no eligible node has the label "
+        f"{level}, so it can never fit",
+        pod_set=ps.name,
+        needed=needed,
+        available=0,
+        unit=unit,
+        scope=level,
+        permanent=True,
     )

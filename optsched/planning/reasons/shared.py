@@ -19,9 +19,10 @@ PerPodSet = list[tuple[PodSet, list[Candidates]]]
 
 
 def shape_key(ps: PodSet, cands: list[Candidates]) -> Hashable:
-    """Everything a capacity answer for ``ps`` depends on besides the free state."""
+    """Everything a capacity answer for ``ps`` depends on besides the free state (its words name it)."""
     return (
         id(cands),
+        ps.name,
         ps.needed,
         ps.required_topology,
         ps.allow_mixed_products,
@@ -75,7 +76,11 @@ def free_gpus(nodes: Sequence[NodeState], ps: PodSet) -> float:
 
 
 def demand(ps: PodSet, product: str) -> str:
-    """What the gang needs to start, in words: ``96 NVIDIA-H100 GPUs (12 pods x 8)``."""
+    """What the gang needs to start, in words.
+
+    ``96 NVIDIA-H100 GPUs (12 pods x 8)``, ``8 mig-1g.10gb MIG slices (4 pods x 2)``,
+    or CPU and memory for pods without GPUs.
+    """
     req = ps.request
     what = f"{product} GPUs" if product else "GPUs"
     if req.is_share:
@@ -89,6 +94,11 @@ def demand(ps: PodSet, product: str) -> str:
     if req.gpus:
         total = ps.needed * req.gpus
         return f"{total} {what} ({ps.needed} pods x {req.gpus})" if ps.needed > 1 else f"{total} {what}"
+    mig = sorted((name, amount) for name, amount in req.extended.items() if amount > 0)
+    if len(mig) == 1:
+        name, amount = mig[0]
+        slices = f"{ps.needed * amount} {name.rsplit('/', 1)[-1]} MIG slices"
+        return f"{slices} ({ps.needed} pods x {amount})" if ps.needed > 1 else slices
     return f"{ps.needed} pods of {req.cpu_milli / 1000:g} CPU and {req.memory_mib} MiB"
 
 

@@ -4,14 +4,17 @@ Whole-GPU pods count against the node's whole free GPUs (index-unknown usage
 already subtracted). Each share goes on one GPU: partly used GPUs get a count
 variable per GPU index, and untouched GPUs are opened as interchangeable
 "slots" (a Boolean each, ordered to break symmetry); an opened slot is no
-longer a whole free GPU. Shares on one GPU never exceed its free compute, free
-memory or free task slots (HAMi's split count). A pod of N shares (HAMi's
-``nvidia.com/gpu: N`` with ``gpumem``/``gpucores``) puts one share on each of
-N different GPUs: the PodSet's shares on the node are N times its pods, and no
-GPU or slot holds more of them than there are pods, which is exactly when the
-counts split into pods (:func:`optsched.capacity.fit.spread_room`).
-Constraints that cannot bind (every candidate at its upper bound still fits)
-are left out to keep large models small.
+longer a whole free GPU. Where in-use GPUs have unknown indices a slot holds
+one share, whose GPU the node picks, and only single-share pods open slots (a
+pod's N shares are then all on partly used GPUs of known index). Shares on one
+GPU never exceed its free compute, free memory or free task slots (HAMi's split
+count). A pod of N shares (HAMi's ``nvidia.com/gpu: N`` with
+``gpumem``/``gpucores``) puts one share on each of N different GPUs: the
+PodSet's shares on the node are N times its pods, and no GPU or slot holds more
+of them than there are pods, which is exactly when the counts split into pods
+(:func:`optsched.capacity.fit.spread_room`). Constraints that cannot bind
+(every candidate at its upper bound still fits) are left out to keep large
+models small.
 
 The share variables go to :class:`~optsched.solver.variables.ShareVars`:
 packing counts opened slots as used GPUs, and the GPU assignment reads which
@@ -99,7 +102,7 @@ def _shares(ctx: ModelContext, n: int, shares: OnNode) -> list[cp_model.IntVar]:
                 on_gpu.append((g, var))
                 parts.append(var)
         fresh: list[cp_model.IntVar] = []
-        room = min(share_slots(node, req, None), ub)
+        room = min(share_slots(node, req, None), ub) if node.indices_known or req.gpus == 1 else 0
         for j in range(slots if room > 0 else 0):
             var = model.new_int_var(0, room, f"f[{e.index},{n},{j}]")
             model.add(var <= room * touched[j])
@@ -117,13 +120,22 @@ def _shares(ctx: ModelContext, n: int, shares: OnNode) -> list[cp_model.IntVar]:
     for j, items in enumerate(per_slot):
         free = (FULL_GPU_MILLI, node.gpu_mem_total, node.tasks_total)
         _gpu_limits(model, node, items, free, touched[j])
+        if items and not node.indices_known:
+            # The node picks each such share's GPU: one share per opened slot.
+            model.add(sum((v for _, v in items), start=0) <= touched[j])
     ctx.vars.shares.add_slots(n, touched)
     _hints(ctx, n, [(e, cs[0]) for e, cs in by_pod_set.items()], touched)
     return touched
 
 
 def _opened(node: NodeState, n: int, shares: OnNode, h: HintView) -> list[int]:
-    """Untouched GPUs the known solution's shares use on node ``n``, ascending."""
+    """Slots the known solution's shares open on node ``n``, in slot order.
+
+    The untouched GPUs they use, ascending; where in-use GPUs have unknown
+    indices, the PodSet of each share left to the node (one slot each).
+    """
+    if not node.indices_known:
+        return [e.index for e, _ in shares for gpus in h.gpus.get((e.index, n), []) if not gpus]
     return sorted(
         {g for e, _ in shares for gpus in h.gpus.get((e.index, n), []) for g in gpus if node.is_fully_free(g)}
     )
@@ -143,6 +155,8 @@ def _hints(ctx: ModelContext, n: int, shares: OnNode, touched: list[cp_model.Int
         slots = _opened(node, n, shares, h)
         if j >= len(slots):
             return 0
+        if not node.indices_known:
+            return int(slots[j] == e.index)
         return sum(1 for gpus in h.gpus.get((e.index, n), []) if slots[j] in gpus)
 
     for j, var in enumerate(touched):

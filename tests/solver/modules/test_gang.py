@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from optsched.model.snapshot import NodeUsage
 from optsched.solver.context import ModelContext
 from optsched.solver.modules.gang import Gang, PartialGang
 from tests.builders import node, pods, snapshot, workload
@@ -36,11 +37,18 @@ def test_min_count_admits_between_the_minimum_and_the_count() -> None:
 
 
 def test_a_podset_without_candidates_keeps_its_workload_out() -> None:
-    ctx = context(snapshot(NODES, [workload("huge", pods(1, 9))]))
+    full = NodeUsage(gpu_milli=(1000,) * 8)
+    ctx = context(snapshot(NODES, [workload("busy", pods(1, 8))], usage={"n1": full, "n2": full}))
     apply(ctx, Gang())
-    assert ctx.vars.pod_set("default/huge", "main").candidates == ()
-    fix(ctx, admit={"huge": True})
+    assert ctx.vars.pod_set("default/busy", "main").candidates == ()
+    fix(ctx, admit={"busy": True})
     assert_infeasible(ctx)
+
+
+def test_a_workload_no_node_can_ever_take_is_not_modelled() -> None:
+    ctx = context(snapshot(NODES, [workload("huge", pods(1, 9)), workload("fits", pods(1, 8))]))
+    assert [w.workload.name for w in ctx.problem.workloads] == ["fits"]
+    assert not ctx.problem.beyond_window
 
 
 def test_partial_gangs_place_any_part_but_only_when_admitted() -> None:
