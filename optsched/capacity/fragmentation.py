@@ -74,11 +74,21 @@ def typical_shapes(requests: Iterable[PodRequest], limit: int = 32, coverage: fl
     Tasks without GPUs are included: they are part of the demand that free
     GPUs cannot serve.
     """
+    return counted_shapes(((req, 1) for req in requests), limit=limit, coverage=coverage)
+
+
+def counted_shapes(
+    counted: Iterable[tuple[PodRequest, int]], limit: int = 32, coverage: float = 0.95
+) -> list[Shape]:
+    """:func:`typical_shapes` of requests given with how many pods ask for each (a PodSet's count).
+
+    Work grows with the number of PodSets, never with their counts.
+    """
     counts: Counter[tuple[Hashable, ...]] = Counter()
     first: dict[tuple[Hashable, ...], PodRequest] = {}
-    for req in requests:
+    for req, pods in counted:
         key = request_key(req)
-        counts[key] += 1
+        counts[key] += pods
         first.setdefault(key, req)
     total = sum(counts.values())
     if total == 0:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from optsched.capacity.baseline import Baseline
-from optsched.capacity.fragmentation import typical_shapes
+from optsched.capacity.fragmentation import counted_shapes
 from optsched.errors import InputError
 from optsched.model.placement import Placement
 from optsched.model.plan import Plan, PlanStatus
@@ -34,7 +34,7 @@ POLICIES = (OPTIMIZER, "firstfit", "bestfit", "fgd", "tas", "leastallocated")
 
 def _chooser_policy(name: str) -> Callable[[Baseline], Placement]:
     def run(baseline: Baseline) -> Placement:
-        shapes = typical_shapes(pending_requests(baseline.snapshot)) if name == "fgd" else []
+        shapes = counted_shapes(pending_requests(baseline.snapshot)) if name == "fgd" else []
         return greedy_placement(baseline.snapshot, make_chooser(name, shapes), baseline=baseline)
 
     return run

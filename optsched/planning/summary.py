@@ -8,7 +8,7 @@ shapes, multi-GPU pods inside one NVLink island, and racks per gang.
 
 from __future__ import annotations
 
-from optsched.capacity.fragmentation import Shape, cluster_fragmentation, stranded_gpus, typical_shapes
+from optsched.capacity.fragmentation import Shape, cluster_fragmentation, counted_shapes, stranded_gpus
 from optsched.capacity.state import ClusterState
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS
 from optsched.model.placement import Placement, WorkloadAssignment
@@ -19,9 +19,9 @@ from optsched.topology.domains import rack_level
 DEFAULT_RACK_LEVEL = DEFAULT_TOPOLOGY_LEVELS[1]
 
 
-def pending_requests(snapshot: Snapshot) -> list[PodRequest]:
-    """One request per pending pod: the queue whose shapes fragmentation is measured against."""
-    return [ps.request for w in snapshot.workloads for ps in w.pod_sets for _ in range(ps.count)]
+def pending_requests(snapshot: Snapshot) -> list[tuple[PodRequest, int]]:
+    """Each pending PodSet's request and count: the queue whose shapes fragmentation is measured against."""
+    return [(ps.request, ps.count) for w in snapshot.workloads for ps in w.pod_sets]
 
 
 def _gpus(milli: int) -> float:
@@ -37,7 +37,7 @@ def summarize(
     snapshot: Snapshot, placement: Placement, before: ClusterState, after: ClusterState
 ) -> PlanSummary:
     """Capacity, fragmentation and locality figures of a plan (GPUs count shares by fraction)."""
-    shapes = typical_shapes(pending_requests(snapshot))
+    shapes = counted_shapes(pending_requests(snapshot))
     total = snapshot.total_gpus
     free_before, free_after = _free(before), _free(after)
     admitted_keys = [w.key for w in snapshot.workloads if w.key in placement.admitted]

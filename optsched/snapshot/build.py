@@ -119,8 +119,8 @@ def snapshot_from_objects(
         left_out=tuple(reader.left_out),
         source=source,
     )
-    judged = with_admissibility(snapshot, (obj for listed in by_kind.values() for obj in listed))
-    return hold_unreadable_queues(judged)
+    readable_queues = hold_unreadable_queues(snapshot)
+    return with_admissibility(readable_queues, (obj for listed in by_kind.values() for obj in listed))
 
 
 def _readable_pods(

@@ -31,13 +31,21 @@ Usage = dict[str, dict[str, int]]
 """Flavor -> resource -> amount in the solver's units (as ``ClusterQueue.usage``)."""
 
 
+MAX_USAGE = 2**40
+"""Usage beyond this (far more than any quota optsched reads) is counted as this: the quota is used up."""
+
+
 def solver_amount(resource: str, total: Decimal) -> int:
     """A total in base units in the solver's units, rounded like the ClusterQueue status is read."""
+    if not total.is_finite() or total.adjusted() > 30:
+        return MAX_USAGE
     if resource == "cpu":
-        return math.floor(total * 1000)
-    if resource == "memory":
-        return math.floor(total / MIB)
-    return math.ceil(total)
+        amount = math.floor(total * 1000)
+    elif resource == "memory":
+        amount = math.floor(total / MIB)
+    else:
+        amount = math.ceil(total)
+    return max(0, min(MAX_USAGE, amount))
 
 
 def workload_usage(admitted: Sequence[AdmittedWorkload]) -> dict[str, Usage]:

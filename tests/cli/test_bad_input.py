@@ -62,6 +62,8 @@ def test_bad_annotation_plans_with_a_warning_naming_the_node(run_cli) -> None:  
         ["plan", "--format", "pdf"],
         ["plan", "--time-limit", "0"],
         ["plan", "--time-limit", "soon"],
+        ["plan", "--seed", str(2**64)],
+        ["plan", "--seed", "-1"],
         ["plan", "--snapshot", "a.yaml", "--kubeconfig", "kc"],
         ["frobnicate"],
         [],
