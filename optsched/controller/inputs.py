@@ -29,6 +29,7 @@ from optsched.controller.events import Event
 from optsched.controller.views import PodView, WorkloadView, by_plan, read_pod, read_workload
 from optsched.errors import InputError
 from optsched.kueue import workload_status as ks
+from optsched.kueue.unreadable_queues import hold_unreadable_queues
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS
 from optsched.model.snapshot import AssumedPod, CheckState, PodRequest, Snapshot
 from optsched.snapshot.build import snapshot_from_objects
@@ -83,6 +84,8 @@ def _left_out_reports(objects: Sequence[dict[str, Any]], snapshot: Snapshot) -> 
     by_key = {(str(o.get("kind", "")), ks.key_of(o)): o for o in objects}
     reports = []
     for item in snapshot.left_out:
+        if item.kind == "Workload":
+            continue  # reported by its view, which reads it the same way
         obj = by_key.get((item.kind, f"{item.namespace or 'default'}/{item.name}"))
         if obj is not None:
             reports.append(report_for(obj, f"Invalid{item.kind}", item.message))
@@ -113,7 +116,11 @@ def cluster_snapshot(
 ) -> tuple[Snapshot, list[Report]]:
     """The snapshot of the cluster facts, and a report per object left out of it."""
     snapshot = snapshot_from_objects(
-        objects, source=source, default_topology_levels=default_topology_levels, assumed=assumed
+        objects,
+        source=source,
+        default_topology_levels=default_topology_levels,
+        assumed=assumed,
+        judge_admissibility=False,
     )
     return snapshot, _left_out_reports(objects, snapshot)
 
@@ -230,8 +237,10 @@ def build_input(
     pod_views = tuple(read_pod(p) for p in pods)
     assumed = _assumed(views, pod_views)
     facts = [o for o in raw if o.get("kind") != "Workload"]
+    # Workloads go in too: admitted ones give the ClusterQueues' usage and hold the nodes of their
+    # pods not bound yet (those we assumed above are skipped); the queue itself comes from the views.
     snapshot, fact_reports = cluster_snapshot(
-        facts, assumed, default_topology_levels=default_topology_levels, source=source
+        raw, assumed, default_topology_levels=default_topology_levels, source=source
     )
     managed = managed_queues(snapshot, names)
     planned = [v.workload for v in views if v.workload is not None and _to_plan(v, managed)]
@@ -239,7 +248,7 @@ def build_input(
     # cannot admit as their queues stand are held (our own checks exist: this controller serves them).
     queued = snapshot.model_copy(update={"workloads": tuple(sorted(planned, key=lambda w: w.queue_key))})
     return PlanningInput(
-        snapshot=with_admissibility(queued, facts, own_checks=names),
+        snapshot=with_admissibility(hold_unreadable_queues(queued), facts, own_checks=names),
         workloads={v.key: v for v in views},
         pods=pod_views,
         reports=(*fact_reports, *reports),

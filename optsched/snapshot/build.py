@@ -70,6 +70,7 @@ def snapshot_from_objects(
     source: str = "",
     default_topology_levels: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVELS,
     assumed: Iterable[AssumedPod] = (),
+    judge_admissibility: bool = True,
 ) -> Snapshot:
     """Build the frozen snapshot from raw objects (other kinds are ignored).
 
@@ -78,8 +79,10 @@ def snapshot_from_objects(
     the ClusterQueues' usage and hold the nodes of their pods not bound yet
     (except the workloads ``assumed`` already covers). Pending Workloads Kueue
     could not admit as their queues stand are held
-    (:mod:`optsched.kueue.admissibility`). Objects that cannot be read are left
-    out, each with a warning naming ``source``, the object and the field.
+    (:mod:`optsched.kueue.admissibility`), unless ``judge_admissibility`` is
+    off (the controller judges the queue it plans itself). Objects that cannot
+    be read are left out, each with a warning naming ``source``, the object and
+    the field.
     """
     unique, duplicate_warnings = dedupe(objects, READ_KINDS)
     assumed = tuple(assumed)
@@ -119,6 +122,8 @@ def snapshot_from_objects(
         left_out=tuple(reader.left_out),
         source=source,
     )
+    if not judge_admissibility:
+        return snapshot
     readable_queues = hold_unreadable_queues(snapshot)
     return with_admissibility(readable_queues, (obj for listed in by_kind.values() for obj in listed))
 

@@ -172,3 +172,22 @@ def test_our_own_admission_check_exists_even_where_the_listing_lacks_it():
     objects[1] = o.cluster_queue(checks=("optsched", "gone"))
     [held] = build_input(objects, ["optsched"]).snapshot.held
     assert "references missing AdmissionCheck(s): gone" in held.reason.message
+
+
+def test_the_controller_counts_quota_from_the_admitted_workloads_without_a_queue_status():
+    """Kueue's status lags (or is absent from a read); the admissions themselves say what is taken."""
+    from tests.snapshot import raw
+
+    objects = [
+        raw.node("n1"),
+        raw.cluster_queue(gpus=4),
+        *raw.queue_objects(),
+        raw.workload("a", admitted=True, owner="a"),
+        raw.workload("b", admitted=True, owner="b"),
+        raw.pod("a-0", "n1", owner="a"),
+    ]
+    inp = build_input(objects, ["optsched"])
+    assert inp.snapshot.cluster_queues[0].usage["h100"]["nvidia.com/gpu"] == 4
+    # b's pod is not bound yet and its admission names no node: its quota is held all the same.
+    assert any("ml/b" in w or "Workload ml/b" in w for w in inp.snapshot.warnings)
+    assert [r.kind for r in inp.reports] == []
