@@ -122,8 +122,11 @@ def snapshot_from_objects(
         left_out=tuple(reader.left_out),
         source=source,
     )
-    if not judge_admissibility:
-        return snapshot
+    return _judged(snapshot, by_kind) if judge_admissibility else snapshot
+
+
+def _judged(snapshot: Snapshot, by_kind: dict[str, list[dict[str, Any]]]) -> Snapshot:
+    """Pending Workloads of unreadable queues, then those Kueue could not admit, moved to ``held``."""
     readable_queues = hold_unreadable_queues(snapshot)
     return with_admissibility(readable_queues, (obj for listed in by_kind.values() for obj in listed))
 
