@@ -197,15 +197,14 @@ def parse_workload(obj: dict[str, Any]) -> Workload:
 
 def _resource_quota(obj: dict[str, Any], resource: dict[str, Any], where: str) -> ResourceQuota:
     name = as_str(resource.get("name"), obj=obj, field=f"{where}.name")
-    if not name or "nominalQuota" not in resource:
+    if not name or resource.get("nominalQuota") is None:
         raise InputError("needs name and nominalQuota", obj=describe(obj), field=where)
 
     def amount(key: str) -> int | None:
         value = resource.get(key)
         return None if value is None else quota_amount(name, value, obj=obj, field=f"{where}.{key}")
 
-    nominal = amount("nominalQuota")
-    assert nominal is not None
+    nominal = quota_amount(name, resource["nominalQuota"], obj=obj, field=f"{where}.nominalQuota")
     return ResourceQuota(
         name=name,
         nominal=nominal,

@@ -181,3 +181,18 @@ def test_a_file_of_nothing_but_non_objects_is_an_input_error(tmp_path: Path) -> 
         InputError, match=r"holds no Kubernetes objects \(document 1 is not a Kubernetes object"
     ):
         load_snapshot(write(tmp_path, b"just some words\n"))
+
+
+def test_a_quota_without_a_nominal_value_leaves_its_cluster_queue_out() -> None:
+    from tests.kueue.objects import cluster_queue
+
+    broken = cluster_queue("cq")
+    broken["spec"]["resourceGroups"] = [
+        {
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [{"name": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": None}]}],
+        }
+    ]
+    snapshot = build(node_obj("n1"), broken)
+    assert snapshot.cluster_queues == ()
+    assert "resources[0]: needs name and nominalQuota" in only_warning(snapshot)
