@@ -82,7 +82,8 @@ class _Node:
         self.vars = variables
         self.n = n
         self.value = value
-        self.state = variables.problem.nodes[n].copy()
+        self.start = variables.problem.nodes[n]
+        self.state = self.start.copy()
         self.name = self.state.name
 
     def assign(self, items: list[tuple[PodSetVars, int]]) -> Pods:
@@ -94,7 +95,7 @@ class _Node:
         else:
             self._whole_unknown(remaining, out)
         self._shares(items, out)
-        _check(self.state)
+        _check(self.state, self.start)
         return out
 
     def _place(self, ps: PodSetVars, gpus: list[int], out: Pods, pod: tuple[int, ...] | None) -> None:
@@ -197,7 +198,8 @@ def _island_free(state: NodeState, gpu: int) -> int:
     return 0
 
 
-def _check(state: NodeState) -> None:
+def _check(state: NodeState, start: NodeState) -> None:
+    """Raise if the node's pods over-commit it; ``start`` is the node before them."""
     problems = []
     if state.cpu < 0 or state.mem < 0 or state.pods < 0:
         problems.append("CPU, memory or pod slots over-committed")
@@ -205,7 +207,11 @@ def _check(state: NodeState) -> None:
         problems.append("a GPU over-committed")
     if any(v < 0 for v in state.ext.values()):
         problems.append("an extended resource over-committed")
-    if state.unknown > len(state.fully_free_gpus()):
+    # GPUs taken whole, by index or left to the node, against the whole free ones. A snapshot with more
+    # GPUs of unknown index than look free (shares of unknown index on partly used GPUs) is no fault of
+    # the plan's: it adds none there, and may still place pods that need no untouched GPU.
+    taken = state.unknown - start.unknown + len(start.fully_free_gpus()) - len(state.fully_free_gpus())
+    if taken > start.whole_free:
         problems.append("more whole GPUs than are free")
     if problems:
         raise AssignmentError(f"node {state.name}: " + "; ".join(problems))

@@ -75,3 +75,25 @@ def test_the_validator_counts_a_share_left_to_the_node_as_a_whole_gpu() -> None:
     assert any(
         "may be held by one of the 1 in-use GPUs of unknown index" in v for v in check_plan(snap, named)
     )
+
+
+def test_more_gpus_of_unknown_index_than_look_free_leave_the_partly_used_ones_to_plan() -> None:
+    """Both GPUs carry shares of known index and a share of unknown index counts whole: none looks free.
+
+    The snapshot's over-full count is not the plan's over-commit: the node
+    still takes a CPU pod and a share on a partly used GPU, and nothing whole.
+    """
+    usage = NodeUsage(gpu_milli=(300, 300), gpu_mem_mib=(0, 0), unknown_index_gpus=1, cpu_milli=3000, pods=3)
+    jobs = [
+        workload("share", pods(1, 1, gpu_milli=200)),
+        workload("cpu", pods(1, 0)),
+        workload("whole", pods(1, 1)),
+    ]
+    snap = snapshot([node("n1", gpus=2)], jobs, usage={"n1": usage})
+    for policy in ("optimizer", "bestfit"):
+        plan = planning.plan(snap, Settings(workers=1, time_limit_s=5), policy)
+        assert plan.status != PlanStatus.FALLBACK, plan.warnings
+        assert {d.name for d in plan.admitted} == {"default/share", "default/cpu"}
+        decision = plan.decision("default/share")
+        assert decision is not None
+        assert decision.pod_sets[0].pods[0].gpus in ((0,), (1,))
