@@ -117,10 +117,12 @@ class NodeState:
         return len(self.gpu_milli)
 
     def is_fully_free(self, gpu: int) -> bool:
+        """No compute, memory or task slot of the GPU is taken (a HAMi task may reserve neither)."""
         return (
             self.healthy[gpu]
             and self.gpu_milli[gpu] == FULL_GPU_MILLI
             and self.gpu_mem[gpu] == self.gpu_mem_total
+            and self.gpu_tasks[gpu] == self.tasks_total
         )
 
     def fully_free_gpus(self) -> tuple[int, ...]:

@@ -123,11 +123,12 @@ def _one_gpu(
     violations = [f"{where}: GPU {gpu} is unhealthy"] if gpu in node.unhealthy_gpus else []
     used_milli = usage.gpu_milli[gpu] if gpu < len(usage.gpu_milli) else 0
     used_mem = usage.gpu_mem_mib[gpu] if gpu < len(usage.gpu_mem_mib) else 0
+    used_tasks = usage.gpu_tasks[gpu] if gpu < len(usage.gpu_tasks) else 0
     if gpu in load.whole:
         return [*violations, f"{where}: GPU {gpu} is also given whole to {load.whole[gpu]}"]
     req = ps.request
     if req.is_share:
-        if usage.unknown_index_gpus and used_milli == 0 and used_mem == 0:
+        if usage.unknown_index_gpus and used_milli == 0 and used_mem == 0 and used_tasks == 0:
             violations.append(
                 f"{where}: GPU {gpu} looks free but may be held by one of the "
                 f"{usage.unknown_index_gpus} in-use GPUs of unknown index"
@@ -143,11 +144,11 @@ def _one_gpu(
         # A snapshot may already show the memory over-used; only memory the plan adds counts against it.
         if node.gpu_memory_mib and need_mem and mem > node.gpu_memory_mib:
             violations.append(f"{where}: GPU {gpu} memory over-committed ({mem}/{node.gpu_memory_mib} MiB)")
-        tasks = (usage.gpu_tasks[gpu] if gpu < len(usage.gpu_tasks) else 0) + len(load.share_pods[gpu])
+        tasks = used_tasks + len(load.share_pods[gpu])
         if node.gpu_split and tasks > node.gpu_split:
             violations.append(f"{where}: GPU {gpu} runs {tasks} tasks, its split count is {node.gpu_split}")
         return violations
-    if used_milli > 0 or used_mem > 0:
+    if used_milli > 0 or used_mem > 0 or used_tasks > 0:
         violations.append(f"{where}: GPU {gpu} is already in use by a running pod")
     if gpu in load.share_pods:
         violations.append(f"{where}: GPU {gpu} is also shared by {load.share_pods[gpu][0]}")
@@ -181,6 +182,7 @@ def _gpus(where: str, node: Node, usage: NodeUsage, load: NodeLoad) -> list[str]
         for i in healthy
         if (i < len(usage.gpu_milli) and usage.gpu_milli[i] > 0)
         or (i < len(usage.gpu_mem_mib) and usage.gpu_mem_mib[i] > 0)
+        or (i < len(usage.gpu_tasks) and usage.gpu_tasks[i] > 0)
     }
     before = len(in_use) + usage.unknown_index_gpus
     taken = len(in_use | set(load.whole) | set(load.share_milli)) + usage.unknown_index_gpus

@@ -163,3 +163,24 @@ def test_kueue_quota_charges_gpumem_as_the_pod_spec_writes_it(policy: str) -> No
     assert gpus_of(plan, "a") == [(0, 1)] and gpus_of(plan, "b") == [(0, 1)]
     tight = snapshot_from_objects([hami_node(), *_queue_objects(1500), pending("a", two), pending("b", two)])
     assert len(solved(tight, policy).admitted) == 1
+
+
+def test_a_gpu_whose_task_slots_are_all_taken_is_not_free_though_no_memory_is_reserved() -> None:
+    """A HAMi record may reserve no memory and no cores; its task slots are still taken."""
+    from optsched import planning
+    from optsched.model.snapshot import NodeUsage, Snapshot
+    from tests.builders import node as plain_node
+    from tests.builders import pods, workload
+
+    hami = plain_node("h1", gpus=1).model_copy(
+        update={"gpu_split": 2, "hami": True, "gpu_memory_mib": 15_360}
+    )
+    usage = NodeUsage(gpu_milli=(0,), gpu_mem_mib=(0,), gpu_tasks=(2,), pods=2)
+    snapshot = Snapshot(
+        nodes=(hami,),
+        usage={"h1": usage},
+        workloads=(workload("share", pods(1, 1, gpu_milli=250)), workload("whole", pods(1, 1))),
+    )
+    for policy in ("optimizer", "bestfit", "firstfit", "fgd", "tas", "leastallocated"):
+        plan = planning.plan(snapshot, policy=policy)
+        assert plan.admitted == [], policy
