@@ -124,8 +124,8 @@ def run_case(case: Case, argv_of: Any, workdir: Path) -> Outcome:
     return Outcome(case, argv, code, time.perf_counter() - started, err.getvalue())
 
 
-def fuzz(cases: int, seed: int) -> Report:
-    """``cases`` mutated dumps drawn with ``seed``, each planned once."""
+def fuzz(cases: int, seed: int, *, progress: bool = False) -> Report:
+    """``cases`` mutated dumps drawn with ``seed``, each planned once (``progress``: a line per 100)."""
     rng = random.Random(seed)
     sources = corpus()
     report = Report()
@@ -134,6 +134,8 @@ def fuzz(cases: int, seed: int) -> Report:
             name, document = sources[number % len(sources)]
             case = mutate(rng, number, name, document)
             report.outcomes.append(run_case(case, lambda p: _argv(rng, p), Path(tmp)))
+            if progress and (number + 1) % 100 == 0:
+                print(f"... {report.summary()}", file=sys.stderr, flush=True)
     return report
 
 
@@ -150,7 +152,7 @@ def cli(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=300)
     parser.add_argument("--seed", type=int, default=20261201)
     args = parser.parse_args(argv)
-    report = fuzz(args.cases, args.seed)
+    report = fuzz(args.cases, args.seed, progress=True)
     for outcome in report.internal:
         print(describe(outcome))
     print(report.summary())
