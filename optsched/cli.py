@@ -1,9 +1,10 @@
 """The ``optsched`` command line: ``plan``, ``snapshot``, ``run`` and ``bench``.
 
 Exit codes are the same for every verb: 0 success (a plan that defers work is
-a success), 2 bad input or usage, 1 an internal error. Mistakes a user can
-make (a bad file, a missing field, an unreachable cluster) print one line
-naming the file, object and field, never a traceback; ``--debug`` shows the
+a success), 2 a file that cannot be read at all, an unreachable cluster or a
+wrong command line, 1 an internal error. These print one line naming the file,
+object and field, never a traceback; an object that cannot be read is only a
+warning (it is left out and the rest is planned). ``--debug`` shows the
 traceback of an internal error.
 """
 
