@@ -33,6 +33,7 @@ from optsched.kueue.unreadable_queues import hold_unreadable_queues
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS
 from optsched.model.snapshot import AssumedPod, CheckState, PodRequest, Snapshot
 from optsched.snapshot.build import snapshot_from_objects
+from optsched.snapshot.dedupe import dedupe
 from optsched.snapshot.nodes import parse_node
 from optsched.snapshot.queue_state import with_admissibility
 
@@ -232,7 +233,8 @@ def build_input(
     slot, though no capacity).
     """
     names = tuple(check_names)
-    raw = list(objects)
+    # One view per Workload even if the read listed one twice (the builder warns about copies).
+    raw, _ = dedupe(objects, ("Workload",))
     views, reports = _read_workloads(raw, names)
     pod_views = tuple(read_pod(p) for p in pods)
     assumed = _assumed(views, pod_views)

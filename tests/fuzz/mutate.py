@@ -61,6 +61,8 @@ KINDS = (
     "Thing",
 )
 
+_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 Slot = tuple[Any, Any]
 """A container (dict or list) and a key or index in it."""
 
@@ -201,15 +203,17 @@ class Case:
     source: str
     data: bytes
     mutations: tuple[str, ...]
+    tree: Any = None
+    """The mutated objects (None where the bytes were mutated instead)."""
 
 
 def mutate(rng: random.Random, number: int, source: str, document: Any) -> Case:
     """One to three tree mutations, and now and then a mutation of the bytes instead."""
     if rng.random() < 0.08:
-        text = yaml.safe_dump(document, sort_keys=False)
+        text = yaml.dump(document, Dumper=_DUMPER, sort_keys=False)
         data, what = _text_mutation(rng, text)
         return Case(number, source, data, (what,))
     tree = copy.deepcopy(document)
     done = tuple(rng.choice(TREE_MUTATIONS)(rng, tree) for _ in range(rng.randint(1, 3)))
-    text = yaml.safe_dump(tree, sort_keys=False, allow_unicode=True)
-    return Case(number, source, text.encode(), done)
+    text = yaml.dump(tree, Dumper=_DUMPER, sort_keys=False, allow_unicode=True)
+    return Case(number, source, text.encode(), done, tree)

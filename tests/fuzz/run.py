@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from optsched.cli import main
+from optsched.snapshot.documents import flatten
 from tests.fuzz.mutate import Case, mutate
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -137,6 +138,36 @@ def fuzz(cases: int, seed: int, *, progress: bool = False) -> Report:
             if progress and (number + 1) % 100 == 0:
                 print(f"... {report.summary()}", file=sys.stderr, flush=True)
     return report
+
+
+def controller_failures(cases: int, seed: int) -> list[str]:
+    """The controller's reading of mutated objects (what a tenant can write), planned by FirstFit.
+
+    The controller gets objects from the API server, not a file, so only tree
+    mutations apply; any exception out of ``build_input`` or the plan is a
+    failure (the controller's loop would lose the cycle).
+    """
+    from optsched import planning  # deferred: planning imports OR-Tools
+    from optsched.controller.inputs import build_input
+    from optsched.settings import Settings
+
+    rng = random.Random(seed)
+    sources = corpus()
+    failures = []
+    for number in range(cases):
+        name, document = sources[number % len(sources)]
+        case = mutate(rng, number, name, document)
+        if not isinstance(case.tree, dict):
+            continue  # a mutation of the file's bytes (the API server never serves one), or no object
+        objects = flatten(case.tree)
+        try:
+            snapshot = build_input(objects, ["optsched"]).snapshot
+            planning.plan(snapshot, Settings(time_limit_s=1, workers=1), "firstfit")
+        except Exception as exc:  # everything the controller's loop would not survive
+            failures.append(
+                f"case {number} ({name}: {'; '.join(case.mutations)}): {type(exc).__name__}: {exc}"
+            )
+    return failures
 
 
 def describe(outcome: Outcome) -> str:

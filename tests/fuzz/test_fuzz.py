@@ -7,7 +7,7 @@ A few hundred cases drawn with a fixed seed (``python -m tests.fuzz.run
 
 from __future__ import annotations
 
-from tests.fuzz.run import describe, fuzz
+from tests.fuzz.run import controller_failures, describe, fuzz
 
 CASES = 300
 SEED = 20261201
@@ -21,3 +21,7 @@ def test_mutated_dumps_end_in_a_plan_or_a_named_input_error() -> None:
     assert len(report.outcomes) == CASES
     # The mutations reach both outcomes: most inputs still plan, some files are unreadable.
     assert report.count(0) > CASES // 2 and report.count(2) > 0
+
+
+def test_the_controller_reads_mutated_objects_without_raising() -> None:
+    assert controller_failures(300, SEED) == []
