@@ -93,7 +93,7 @@ def _left_out_reports(objects: Sequence[dict[str, Any]], snapshot: Snapshot) -> 
     reported = {(r.kind, r.name) for r in reports}
     kept = {n.name for n in snapshot.nodes}
     for obj in objects:
-        name = ks.meta(obj).get("name")
+        name = str(ks.meta(obj).get("name"))
         if obj.get("kind") == "Node" and name not in kept and ("Node", name) not in reported:
             node, warnings = _parse_node_quietly(obj)
             if node is None:

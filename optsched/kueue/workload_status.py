@@ -78,7 +78,7 @@ def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> Chec
     """The first entry among ``check_names`` (a workload normally carries one of ours)."""
     wanted = set(check_names)
     for entry in _list(_map(workload.get("status")).get("admissionChecks")):
-        if isinstance(entry, dict) and entry.get("name") in wanted:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] in wanted:
             state = str(entry.get("state", ""))
             return CheckEntry(
                 name=str(entry["name"]),

@@ -52,7 +52,8 @@ def dedupe(
     # Whether every copy so far had an integer resourceVersion (then the newest is kept).
     by_version: dict[Identity, bool] = {}
     for obj in objects:
-        identity = _identity(obj) if isinstance(obj, dict) and obj.get("kind") in kinds else None
+        kind = obj.get("kind") if isinstance(obj, dict) else None
+        identity = _identity(obj) if isinstance(kind, str) and kind in kinds else None
         if identity is None:
             out.append(obj)
             continue

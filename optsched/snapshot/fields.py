@@ -47,7 +47,7 @@ def get_str(obj: dict[str, Any], path: str, *, required: bool = False, default: 
     parent_path, _, leaf = path.rpartition(".")
     parent = get_map(obj, parent_path, required=required) if parent_path else obj
     value = parent.get(leaf)
-    if value is None:
+    if value is None or (required and value == ""):
         if required:
             raise InputError("is required but missing", obj=describe(obj), field=path)
         return default

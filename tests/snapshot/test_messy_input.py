@@ -196,3 +196,10 @@ def test_a_quota_without_a_nominal_value_leaves_its_cluster_queue_out() -> None:
     snapshot = build(node_obj("n1"), broken)
     assert snapshot.cluster_queues == ()
     assert "resources[0]: needs name and nominalQuota" in only_warning(snapshot)
+
+
+def test_an_object_with_an_empty_name_is_left_out() -> None:
+    nameless = node_obj("")
+    snapshot = build(nameless, node_obj("n1"))
+    assert [n.name for n in snapshot.nodes] == ["n1"]
+    assert "field metadata.name: is required but missing" in only_warning(snapshot)
