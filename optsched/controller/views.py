@@ -158,10 +158,6 @@ class PodView:
         return self.node is not None and self.phase not in TERMINAL_PHASES
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _index(*sources: Mapping[str, Any], key: str) -> int | None:
     for source in sources:
         raw = source.get(key)
@@ -173,8 +169,8 @@ def _index(*sources: Mapping[str, Any], key: str) -> int | None:
 def read_pod(obj: Mapping[str, Any]) -> PodView:
     """The view of one raw pod; tolerant, as a pod of any shape may come through a watch."""
     m = ks.meta(obj)
-    labels, annotations = _mapping(m.get("labels")), _mapping(m.get("annotations"))
-    spec, status = _mapping(obj.get("spec")), _mapping(obj.get("status"))
+    labels, annotations = ks.map_or_empty(m.get("labels")), ks.map_or_empty(m.get("annotations"))
+    spec, status = ks.map_or_empty(obj.get("spec")), ks.map_or_empty(obj.get("status"))
     gates = spec.get("schedulingGates") if isinstance(spec.get("schedulingGates"), list) else []
     pod_set = labels.get(PODSET_LABEL) or labels.get(KUEUE_PODSET_LABEL)
     return PodView(

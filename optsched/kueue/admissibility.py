@@ -27,7 +27,7 @@ unselected namespace, so the controller can never admit one wrongly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from optsched.model.admission import (
@@ -102,18 +102,29 @@ def hold_inadmissible(
     added to the snapshot's warnings, each once.
     """
     own = frozenset(own_checks)
-    keep: list[Workload] = []
-    held: list[HeldWorkload] = []
-    notes = list(warnings)
-    for workload in snapshot.workloads:
-        verdict = judge(workload, snapshot, facts, own)
-        notes += verdict.notes
-        if verdict.reason is None:
-            keep.append(workload)
-        else:
-            held.append(HeldWorkload(workload=workload, reason=verdict.reason))
+    verdicts = {w.key: judge(w, snapshot, facts, own) for w in snapshot.workloads}
+    notes = [*warnings, *(note for verdict in verdicts.values() for note in verdict.notes)]
     if snapshot.workloads and facts.holds("ClusterQueue") and not facts.holds("LocalQueue"):
         notes.append(NO_LOCAL_QUEUES)
+    return hold_where(snapshot, lambda workload: verdicts[workload.key].reason, notes=notes)
+
+
+def hold_where(
+    snapshot: Snapshot, reason_of: Callable[[Workload], Reason | None], *, notes: Iterable[str] = ()
+) -> Snapshot:
+    """The snapshot with each pending Workload ``reason_of`` gives a reason for moved to ``held``.
+
+    ``notes`` are added to the snapshot's warnings, each once; the snapshot is
+    returned as it is when nothing changes.
+    """
+    keep: list[Workload] = []
+    held: list[HeldWorkload] = []
+    for workload in snapshot.workloads:
+        reason = reason_of(workload)
+        if reason is None:
+            keep.append(workload)
+        else:
+            held.append(HeldWorkload(workload=workload, reason=reason))
     new = [n for n in dict.fromkeys(notes) if n not in snapshot.warnings]
     if not held and not new:
         return snapshot

@@ -8,8 +8,9 @@ names the object and what is wrong with it; the rest of the queue is planned.
 
 from __future__ import annotations
 
+from optsched.kueue.admissibility import hold_where
 from optsched.model.reasons import Reason, ReasonCode
-from optsched.model.snapshot import HeldWorkload, LeftOut, Snapshot, Workload
+from optsched.model.snapshot import LeftOut, Snapshot, Workload
 
 
 def _unreadable(snapshot: Snapshot, kind: str) -> dict[tuple[str, str], LeftOut]:
@@ -56,14 +57,4 @@ def hold_unreadable_queues(snapshot: Snapshot) -> Snapshot:
     cluster_queues = _unreadable(snapshot, "ClusterQueue")
     if not local_queues and not cluster_queues:
         return snapshot
-    keep: list[Workload] = []
-    held: list[HeldWorkload] = []
-    for workload in snapshot.workloads:
-        reason = _blocking(workload, snapshot, local_queues, cluster_queues)
-        if reason is None:
-            keep.append(workload)
-        else:
-            held.append(HeldWorkload(workload=workload, reason=reason))
-    if not held:
-        return snapshot
-    return snapshot.model_copy(update={"workloads": tuple(keep), "held": (*snapshot.held, *held)})
+    return hold_where(snapshot, lambda workload: _blocking(workload, snapshot, local_queues, cluster_queues))

@@ -20,16 +20,18 @@ from typing import Any
 from optsched.model.snapshot import CheckState, QuotaReservation
 
 
-def _map(value: Any) -> dict[str, Any]:
+def map_or_empty(value: Any) -> dict[str, Any]:
+    """``value`` if it is a mapping, else ``{}``: the tolerant read of a raw field anyone may have written."""
     return value if isinstance(value, dict) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def list_or_empty(value: Any) -> list[Any]:
+    """``value`` if it is a list, else ``[]``."""
     return value if isinstance(value, list) else []
 
 
 def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return _map(obj.get("metadata"))
+    return map_or_empty(obj.get("metadata"))
 
 
 def key_of(obj: Mapping[str, Any]) -> str:
@@ -38,7 +40,7 @@ def key_of(obj: Mapping[str, Any]) -> str:
 
 
 def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
-    for cond in _list(_map(obj.get("status")).get("conditions")):
+    for cond in list_or_empty(map_or_empty(obj.get("status")).get("conditions")):
         if isinstance(cond, dict) and cond.get("type") == kind:
             return cond
     return None
@@ -77,7 +79,7 @@ class CheckEntry:
 def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> CheckEntry | None:
     """The first entry among ``check_names`` (a workload normally carries one of ours)."""
     wanted = set(check_names)
-    for entry in _list(_map(workload.get("status")).get("admissionChecks")):
+    for entry in list_or_empty(map_or_empty(workload.get("status")).get("admissionChecks")):
         if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] in wanted:
             state = str(entry.get("state", ""))
             return CheckEntry(
@@ -92,7 +94,7 @@ def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> Chec
 def check_states(workload: Mapping[str, Any]) -> dict[str, CheckState]:
     """Every admission-check entry with a state Kueue defines, by check name."""
     out: dict[str, CheckState] = {}
-    for entry in _list(_map(workload.get("status")).get("admissionChecks")):
+    for entry in list_or_empty(map_or_empty(workload.get("status")).get("admissionChecks")):
         if (
             isinstance(entry, dict)
             and entry.get("name")
@@ -126,17 +128,17 @@ def reservation(workload: Mapping[str, Any]) -> QuotaReservation | None:
     """Kueue's quota reservation (``status.admission``) while ``QuotaReserved`` is True."""
     if not holds_quota(workload):
         return None
-    admission = _map(_map(workload.get("status")).get("admission"))
+    admission = map_or_empty(map_or_empty(workload.get("status")).get("admission"))
     cluster_queue = admission.get("clusterQueue")
     if not cluster_queue:
         return None
     flavors: dict[str, dict[str, str]] = {}
     counts: dict[str, int] = {}
-    for assignment in _list(admission.get("podSetAssignments")):
+    for assignment in list_or_empty(admission.get("podSetAssignments")):
         if not isinstance(assignment, dict):
             continue
         name = str(assignment.get("name") or "main")
-        flavors[name] = {str(k): str(v) for k, v in _map(assignment.get("flavors")).items()}
+        flavors[name] = {str(k): str(v) for k, v in map_or_empty(assignment.get("flavors")).items()}
         if isinstance(assignment.get("count"), int) and not isinstance(assignment.get("count"), bool):
             counts[name] = assignment["count"]
     return QuotaReservation(cluster_queue=str(cluster_queue), flavors=flavors, counts=counts)
@@ -147,7 +149,7 @@ def is_finished(workload: Mapping[str, Any]) -> bool:
 
 
 def is_active(workload: Mapping[str, Any]) -> bool:
-    return _map(workload.get("spec")).get("active") is not False
+    return map_or_empty(workload.get("spec")).get("active") is not False
 
 
 def is_admitted(workload: Mapping[str, Any]) -> bool:
@@ -167,11 +169,11 @@ def quota_reserved_since(workload: Mapping[str, Any]) -> datetime | None:
 
 def cluster_queue_of(workload: Mapping[str, Any], local_queues: Mapping[tuple[str, str], str]) -> str | None:
     """The ClusterQueue of a workload: its reservation's, else its LocalQueue's."""
-    admission = _map(_map(workload.get("status")).get("admission"))
+    admission = map_or_empty(map_or_empty(workload.get("status")).get("admission"))
     if admission.get("clusterQueue"):
         return str(admission["clusterQueue"])
     m = meta(workload)
-    queue = _map(workload.get("spec")).get("queueName")
+    queue = map_or_empty(workload.get("spec")).get("queueName")
     if not isinstance(queue, str):
         return None
     return local_queues.get((str(m.get("namespace", "default")), queue))
@@ -182,7 +184,7 @@ def local_queue_index(objects: Iterable[Mapping[str, Any]]) -> dict[tuple[str, s
     for obj in objects:
         if obj.get("kind") == "LocalQueue":
             m = meta(obj)
-            cq = _map(obj.get("spec")).get("clusterQueue")
+            cq = map_or_empty(obj.get("spec")).get("clusterQueue")
             if isinstance(cq, str):
                 out[(str(m.get("namespace", "default")), str(m.get("name", "")))] = cq
     return out

@@ -25,19 +25,12 @@ from optsched.kueue import workload_status as ws
 from optsched.kueue.placement_record import PlacementRecord, RecordError, record_of
 from optsched.kueue.quota import pod_quota_amounts
 from optsched.kueue.topology_assignment import read_topology_assignment
+from optsched.kueue.workload_status import list_or_empty, map_or_empty
 from optsched.model.admitted import AdmittedWorkload, PodSetAdmission, TopologyAssignment
 from optsched.model.names import KUEUE_JOB_UID_LABEL
 from optsched.model.snapshot import PodRequest
 from optsched.snapshot.kueue_objects import parse_workload
 from optsched.snapshot.quantity import MIB, parse_quantity
-
-
-def _map(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _count(value: Any) -> int | None:
@@ -64,7 +57,7 @@ def _who(obj: dict[str, Any]) -> str:
 
 def _admitted(obj: dict[str, Any], notes: list[str]) -> AdmittedWorkload | None:
     who = _who(obj)
-    admission = _map(_map(obj.get("status")).get("admission"))
+    admission = map_or_empty(map_or_empty(obj.get("status")).get("admission"))
     cluster_queue = admission.get("clusterQueue")
     if not isinstance(cluster_queue, str) or not cluster_queue:
         notes.append(
@@ -72,9 +65,9 @@ def _admitted(obj: dict[str, Any], notes: list[str]) -> AdmittedWorkload | None:
             "its reservation is not counted against any ClusterQueue"
         )
         return None
-    assignments = _list(admission.get("podSetAssignments"))
+    assignments = list_or_empty(admission.get("podSetAssignments"))
     running = ws.lifecycle(obj) == ws.Lifecycle.ADMITTED
-    without_usage = any(not _map(a).get("resourceUsage") for a in assignments)
+    without_usage = any(not map_or_empty(a).get("resourceUsage") for a in assignments)
     requests = _requests(obj, notes) if running or without_usage else {}
     record = _record(obj, notes)
     context = _Context(who, requests, record, _spec_counts(obj), _reclaimed(obj))
@@ -123,7 +116,7 @@ def _pod_set(raw: dict[str, Any], field: str, context: _Context, notes: list[str
         admitted = context.spec_counts.get(name, 1)
     current = max(0, admitted - context.reclaimed.get(name, 0))
     request = context.requests.get(name)
-    flavors = {str(k): str(v) for k, v in _map(raw.get("flavors")).items() if v}
+    flavors = {str(k): str(v) for k, v in map_or_empty(raw.get("flavors")).items() if v}
     usage = _usage(raw, field, admitted, current, request, context.who, notes)
     if "pods" in flavors and "pods" not in usage:
         usage["pods"] = Decimal(current)
@@ -214,7 +207,7 @@ def _record(obj: dict[str, Any], notes: list[str]) -> PlacementRecord | None:
 
 def _spec_counts(obj: dict[str, Any]) -> dict[str, int]:
     out: dict[str, int] = {}
-    for raw in _list(_map(obj.get("spec")).get("podSets")):
+    for raw in list_or_empty(map_or_empty(obj.get("spec")).get("podSets")):
         if isinstance(raw, dict):
             found = _count(raw.get("count", 1))
             out[str(raw.get("name") or "main")] = 1 if found is None else found
@@ -224,7 +217,7 @@ def _spec_counts(obj: dict[str, Any]) -> dict[str, int]:
 def _reclaimed(obj: dict[str, Any]) -> dict[str, int]:
     """``status.reclaimablePods``: per PodSet, pods whose reservation Kueue no longer needs."""
     out: dict[str, int] = {}
-    for raw in _list(_map(obj.get("status")).get("reclaimablePods")):
+    for raw in list_or_empty(map_or_empty(obj.get("status")).get("reclaimablePods")):
         if isinstance(raw, dict) and _count(raw.get("count")) is not None:
             out[str(raw.get("name") or "main")] = raw["count"]
     return out
@@ -234,13 +227,13 @@ def _owners(obj: dict[str, Any]) -> frozenset[str]:
     """Owner uids and ``Kind/name``s (and the Job uid Kueue labels the Workload with)."""
     meta = ws.meta(obj)
     out: set[str] = set()
-    for ref in _list(meta.get("ownerReferences")):
+    for ref in list_or_empty(meta.get("ownerReferences")):
         if isinstance(ref, dict):
             if ref.get("uid"):
                 out.add(str(ref["uid"]))
             if ref.get("kind") and ref.get("name"):
                 out.add(f"{ref['kind']}/{ref['name']}")
-    job_uid = _map(meta.get("labels")).get(KUEUE_JOB_UID_LABEL)
+    job_uid = map_or_empty(meta.get("labels")).get(KUEUE_JOB_UID_LABEL)
     if job_uid:
         out.add(str(job_uid))
     return frozenset(out)

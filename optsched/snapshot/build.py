@@ -24,6 +24,7 @@ from optsched.model.snapshot import AssumedPod, Node, Snapshot, Workload
 from optsched.snapshot.admitted import read_admitted
 from optsched.snapshot.dedupe import dedupe
 from optsched.snapshot.documents import read_documents
+from optsched.snapshot.fields import describe
 from optsched.snapshot.held import held_pods
 from optsched.snapshot.kueue_objects import (
     parse_cluster_queue,
@@ -53,15 +54,10 @@ def _by_kind(objects: Iterable[dict[str, Any]], reader: Reader) -> dict[str, lis
                 continue
             problem = unsupported_version(obj)
             if problem is not None:
-                reader.leave_out(obj, f"{reader.source}: {kind} {_name(obj)}: {problem}")
+                reader.leave_out(obj, f"{reader.source}: {describe(obj)}: {problem}")
                 continue
         by_kind.setdefault(kind, []).append(obj)
     return by_kind
-
-
-def _name(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata")
-    return str(meta.get("name", "<unnamed>")) if isinstance(meta, dict) else "<unnamed>"
 
 
 def snapshot_from_objects(

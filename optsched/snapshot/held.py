@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from optsched.kueue.workload_status import list_or_empty, map_or_empty
 from optsched.model.admitted import AdmittedWorkload, PodSetAdmission, TopologyAssignment
 from optsched.model.names import (
     HOSTNAME_LABEL,
@@ -33,14 +34,6 @@ from optsched.model.names import (
     PODSET_LABEL,
 )
 from optsched.model.snapshot import AssumedPod, Node
-
-
-def _map(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)
@@ -59,11 +52,11 @@ class _PodIndex:
     def __init__(self, pods: Iterable[dict[str, Any]]) -> None:
         self.by_key: dict[tuple[str, str, str], list[_Pod]] = {}
         for obj in pods:
-            node = _map(obj.get("spec")).get("nodeName") if isinstance(obj, dict) else None
-            if not node or _map(obj.get("status")).get("phase") in ("Succeeded", "Failed"):
+            node = map_or_empty(obj.get("spec")).get("nodeName") if isinstance(obj, dict) else None
+            if not node or map_or_empty(obj.get("status")).get("phase") in ("Succeeded", "Failed"):
                 continue
-            meta = _map(obj.get("metadata"))
-            labels, annotations = _map(meta.get("labels")), _map(meta.get("annotations"))
+            meta = map_or_empty(obj.get("metadata"))
+            labels, annotations = map_or_empty(meta.get("labels")), map_or_empty(meta.get("annotations"))
             namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name", ""))
             slot = annotations.get(POD_INDEX_ANNOTATION)
             pod_set = labels.get(PODSET_LABEL) or labels.get(KUEUE_PODSET_LABEL)
@@ -78,7 +71,7 @@ class _PodIndex:
                 keys.append(("workload", namespace, str(annotations[KUEUE_WORKLOAD_ANNOTATION])))
             if labels.get(PLAN_ID_LABEL):
                 keys.append(("plan", "", str(labels[PLAN_ID_LABEL])))
-            for ref in _list(meta.get("ownerReferences")):
+            for ref in list_or_empty(meta.get("ownerReferences")):
                 if isinstance(ref, dict):
                     keys.append(("owner", namespace, str(ref.get("uid") or "")))
                     keys.append(("owner", namespace, f"{ref.get('kind')}/{ref.get('name')}"))

@@ -16,7 +16,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.kueue import workload_status as ws
 from optsched.kueue.admissibility import hold_inadmissible
+from optsched.kueue.workload_status import map_or_empty
 from optsched.model.admission import (
     ActiveCondition,
     AdmissionCheckState,
@@ -29,6 +31,7 @@ from optsched.model.admission import (
 from optsched.model.names import KUEUE_GROUP, KUEUE_STOP_POLICIES
 from optsched.model.snapshot import SelectorRequirement, Snapshot
 from optsched.snapshot.fields import describe, string_map
+from optsched.snapshot.reading import api_group
 
 KUEUE_ADMISSION_KINDS = ("LocalQueue", "ClusterQueue", "ResourceFlavor", "AdmissionCheck")
 _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -83,21 +86,10 @@ def _name(obj: dict[str, Any]) -> str | None:
 
 def _of_kind(obj: dict[str, Any], kind: str) -> bool:
     """A Kueue kind of Kueue's API group, or a core ``v1`` Namespace."""
-    api_version = str(obj.get("apiVersion", ""))
-    group = api_version.split("/")[0] if "/" in api_version else ""
+    group = api_group(obj)
     if kind in KUEUE_ADMISSION_KINDS:
         return group == KUEUE_GROUP
     return kind == "Namespace" and group == ""
-
-
-def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _spec(obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
 
 
 class _Reader:
@@ -118,7 +110,7 @@ class _Reader:
         self.warnings.append(str(error))
 
     def stop_policy(self, obj: dict[str, Any]) -> str:
-        raw = _spec(obj).get("stopPolicy")
+        raw = map_or_empty(obj.get("spec")).get("stopPolicy")
         if raw is None:
             return "None"
         if raw not in KUEUE_STOP_POLICIES:
@@ -128,17 +120,17 @@ class _Reader:
         return str(raw)
 
     def local_queue(self, obj: dict[str, Any], name: str) -> LocalQueueState:
-        cluster_queue = _spec(obj).get("clusterQueue")
+        cluster_queue = map_or_empty(obj.get("spec")).get("clusterQueue")
         return LocalQueueState(
-            namespace=str(_meta(obj).get("namespace") or "default"),
+            namespace=str(ws.meta(obj).get("namespace") or "default"),
             name=name,
             cluster_queue=cluster_queue if isinstance(cluster_queue, str) else "",
             stop_policy=self.stop_policy(obj),
-            terminating=bool(_meta(obj).get("deletionTimestamp")),
+            terminating=bool(ws.meta(obj).get("deletionTimestamp")),
         )
 
     def cluster_queue(self, obj: dict[str, Any], name: str) -> ClusterQueueState:
-        spec = _spec(obj)
+        spec = map_or_empty(obj.get("spec"))
         selector: LabelSelector | None = None
         if spec.get("namespaceSelector") is not None:
             try:
@@ -150,12 +142,12 @@ class _Reader:
             name=name,
             namespace_selector=selector,
             stop_policy=self.stop_policy(obj),
-            terminating=bool(_meta(obj).get("deletionTimestamp")),
+            terminating=bool(ws.meta(obj).get("deletionTimestamp")),
             active=active_condition(obj),
         )
 
     def admission_check(self, obj: dict[str, Any], name: str) -> AdmissionCheckState:
-        controller = _spec(obj).get("controllerName")
+        controller = map_or_empty(obj.get("spec")).get("controllerName")
         return AdmissionCheckState(
             name=name,
             controller_name=controller if isinstance(controller, str) else "",
@@ -164,7 +156,7 @@ class _Reader:
 
     def namespace_labels(self, obj: dict[str, Any], name: str) -> dict[str, str]:
         try:
-            labels = string_map(_meta(obj).get("labels"), obj=obj, field="metadata.labels")
+            labels = string_map(ws.meta(obj).get("labels"), obj=obj, field="metadata.labels")
         except InputError as exc:
             self.warn(obj, exc.field, exc.detail, "read with no labels but its name")
             labels = {}
