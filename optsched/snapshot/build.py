@@ -34,7 +34,7 @@ from optsched.snapshot.kueue_objects import (
     parse_workload,
     workload_state,
 )
-from optsched.snapshot.nodes import node_usage, parse_node, pod_node, pod_usage_request
+from optsched.snapshot.nodes import BoundPod, parse_node, pod_node, pod_usage_request, usage_of
 from optsched.snapshot.queue_state import with_admissibility
 from optsched.snapshot.quota_usage import with_workload_usage
 from optsched.snapshot.reading import KUEUE_KINDS, Reader, api_group, unsupported_version
@@ -94,10 +94,12 @@ def snapshot_from_objects(
     nodes = {node.name: node for node, _ in parsed if node is not None}
     pods = _readable_pods(by_kind.get("Pod", []), nodes, reader)
     admitted, admitted_warnings = read_admitted(by_kind.get("Workload", []))
-    held, held_warnings = held_pods(admitted, pods, nodes, skip={a.workload for a in assumed})
-    usage, usage_warnings = node_usage(nodes, pods, (*assumed, *held))
+    skip = {a.workload for a in assumed}
+    held, held_warnings = held_pods(admitted, [p.obj for p in pods], nodes, skip=skip)
+    usage, usage_warnings = usage_of(nodes, pods, (*assumed, *held))
     pending = each("Workload", _pending_workload)
     cluster_queues, quota_warnings = with_workload_usage(each("ClusterQueue", parse_cluster_queue), admitted)
+    warnings += [*admitted_warnings, *held_warnings, *quota_warnings, *usage_warnings]
     snapshot = Snapshot(
         nodes=tuple(sorted(nodes.values(), key=lambda n: n.name)),
         usage=usage,
@@ -107,14 +109,7 @@ def snapshot_from_objects(
         flavors=tuple(each("ResourceFlavor", parse_resource_flavor)),
         topologies=tuple(each("Topology", parse_topology)),
         default_topology_levels=default_topology_levels,
-        warnings=(
-            *reader.warnings,
-            *warnings,
-            *admitted_warnings,
-            *held_warnings,
-            *quota_warnings,
-            *usage_warnings,
-        ),
+        warnings=(*reader.warnings, *warnings),
         left_out=tuple(reader.left_out),
         source=source,
     )
@@ -127,9 +122,7 @@ def _judged(snapshot: Snapshot, by_kind: dict[str, list[dict[str, Any]]]) -> Sna
     return with_admissibility(readable_queues, (obj for listed in by_kind.values() for obj in listed))
 
 
-def _readable_pods(
-    pods: list[dict[str, Any]], nodes: dict[str, Node], reader: Reader
-) -> list[dict[str, Any]]:
+def _readable_pods(pods: list[dict[str, Any]], nodes: dict[str, Node], reader: Reader) -> list[BoundPod]:
     """Bound pods whose usage can be read; a node with one that cannot be read leaves planning.
 
     Leaving the pod out alone would count its node as emptier than it is, so
@@ -140,11 +133,12 @@ def _readable_pods(
         node_name = pod_node(pod)
         if node_name is None or node_name not in nodes:
             continue
-        if reader.read(pod, pod_usage_request) is None:
+        request = reader.read(pod, pod_usage_request)
+        if request is None:
             del nodes[node_name]
             reader.notes.append(f"Node {node_name} is left out of planning: a pod bound to it cannot be read")
             continue
-        readable.append(pod)
+        readable.append(BoundPod(pod, node_name, request))
     return readable
 
 

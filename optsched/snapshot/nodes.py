@@ -234,8 +234,29 @@ def pod_usage_request(pod: dict[str, Any]) -> PodRequest:
     return pod_request(get_map(pod, "spec"), obj=pod, field="spec")
 
 
+@dataclass(frozen=True)
+class BoundPod:
+    """A non-terminal pod bound to a node, with its request read once."""
+
+    obj: dict[str, Any]
+    node: str
+    request: PodRequest
+
+
 def node_usage(
     nodes: dict[str, Node], pods: list[dict[str, Any]], assumed: Iterable[AssumedPod] = ()
+) -> tuple[dict[str, NodeUsage], list[str]]:
+    """:func:`usage_of` raw pods: those bound to one of ``nodes`` are read (an unreadable one raises)."""
+    bound = []
+    for pod in pods:
+        node_name = pod_node(pod)
+        if node_name is not None and node_name in nodes:
+            bound.append(BoundPod(pod, node_name, pod_usage_request(pod)))
+    return usage_of(nodes, bound, assumed)
+
+
+def usage_of(
+    nodes: dict[str, Node], pods: Iterable[BoundPod], assumed: Iterable[AssumedPod] = ()
 ) -> tuple[dict[str, NodeUsage], list[str]]:
     """Usage per node from non-terminal pods bound to it (``spec.nodeName``) and assumed pods.
 
@@ -247,13 +268,11 @@ def node_usage(
     """
     builders: dict[str, _UsageBuilder] = {}
     warnings: list[str] = []
-    for pod in pods:
-        node_name = pod_node(pod)
-        if node_name is None or node_name not in nodes:
+    for bound in pods:
+        if bound.node not in nodes:
             continue
-        node = nodes[node_name]
-        request = pod_usage_request(pod)
-        builder = builders.setdefault(node_name, _UsageBuilder(node))
+        node, pod, request = nodes[bound.node], bound.obj, bound.request
+        builder = builders.setdefault(bound.node, _UsageBuilder(node))
         if node.hami and request.gpus:
             devices, notes = pod_devices(pod, node, request.gpus, describe(pod))
             warnings += notes + builder.book_hami(request, devices, who=describe(pod))
