@@ -69,7 +69,13 @@ DEFAULT_TOPOLOGY_LEVELS: tuple[str, ...] = (
 # -- optsched: what users write on their workloads and nodes --------------------------------------
 
 GPU_TOPOLOGY_ANNOTATION = "optsched.io/gpu-topology"
-"""On a Node, written by the node agent: NVLink islands, NUMA and unhealthy GPUs (JSON)."""
+"""On a Node, written by the node agent: NVLink islands, NUMA, unhealthy GPUs, UUIDs, PCI bus ids (JSON)."""
+OPTSCHED_GROUP = "optsched.io"
+NODE_GPUS_KIND = "NodeGPUs"
+"""Cluster-scoped, named after its node, written by the node agent: the node's GPUs and what pods hold."""
+NODE_GPUS_PLURAL = "nodegpus"
+NODE_GPUS_VERSION = "v1alpha1"
+NODE_GPUS_API = f"{OPTSCHED_GROUP}/{NODE_GPUS_VERSION}"
 NVLINK_ANNOTATION = "optsched.io/nvlink"
 """On a pod template: ``required`` makes one NVLink island per pod a hard constraint."""
 ALLOW_MIXED_ANNOTATION = "optsched.io/allow-mixed-gpu-products"
