@@ -19,12 +19,18 @@ from typing import Any, TypeVar
 
 from optsched.kueue.unreadable_queues import hold_unreadable_queues
 from optsched.kueue.workload_status import Lifecycle
-from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, KUEUE_GROUP
+from optsched.model.names import (
+    DEFAULT_TOPOLOGY_LEVELS,
+    GPU_TOPOLOGY_ANNOTATION,
+    KUEUE_GROUP,
+    NODE_GPUS_KIND,
+    OPTSCHED_GROUP,
+)
 from optsched.model.snapshot import AssumedPod, Node, Snapshot, Workload
 from optsched.snapshot.admitted import read_admitted
 from optsched.snapshot.dedupe import dedupe
 from optsched.snapshot.documents import read_documents
-from optsched.snapshot.fields import describe
+from optsched.snapshot.fields import describe, object_name, object_namespace
 from optsched.snapshot.held import held_pods
 from optsched.snapshot.kueue_objects import (
     parse_cluster_queue,
@@ -34,6 +40,7 @@ from optsched.snapshot.kueue_objects import (
     parse_workload,
     workload_state,
 )
+from optsched.snapshot.node_gpus import NodeGpuFacts, read_node_gpus
 from optsched.snapshot.nodes import BoundPod, parse_node, pod_node, pod_usage_request, usage_of
 from optsched.snapshot.queue_state import with_admissibility
 from optsched.snapshot.quota_usage import with_workload_usage
@@ -41,16 +48,16 @@ from optsched.snapshot.reading import KUEUE_KINDS, Reader, api_group, unsupporte
 
 _T = TypeVar("_T")
 
-READ_KINDS = frozenset({"Node", "Pod", "Namespace", *KUEUE_KINDS})
+READ_KINDS = frozenset({"Node", "Pod", "Namespace", NODE_GPUS_KIND, *KUEUE_KINDS})
 
 
 def _by_kind(objects: Iterable[dict[str, Any]], reader: Reader) -> dict[str, list[dict[str, Any]]]:
-    """Objects per kind; a Kueue kind of another group is not Kueue's, one of an old version is left out."""
+    """Objects per kind; a Kueue kind or NodeGPUs of another group is not ours, other versions left out."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for obj in objects:
         kind = str(obj.get("kind"))
-        if kind in KUEUE_KINDS:
-            if api_group(obj) != KUEUE_GROUP:
+        if kind in KUEUE_KINDS or kind == NODE_GPUS_KIND:
+            if api_group(obj) != (OPTSCHED_GROUP if kind == NODE_GPUS_KIND else KUEUE_GROUP):
                 continue
             problem = unsupported_version(obj)
             if problem is not None:
@@ -58,6 +65,28 @@ def _by_kind(objects: Iterable[dict[str, Any]], reader: Reader) -> dict[str, lis
                 continue
         by_kind.setdefault(kind, []).append(obj)
     return by_kind
+
+
+def _node_gpus(
+    objects: list[dict[str, Any]], node_names: set[str], reader: Reader
+) -> dict[str, NodeGpuFacts]:
+    """The readable NodeGPUs by node; a malformed one is left out (its node reads its annotation instead)."""
+    out: dict[str, NodeGpuFacts] = {}
+    for obj in objects:
+        name = object_name(obj)
+        if name and name not in node_names:
+            reader.notes.append(f"{describe(obj)}: no Node {name} in the input; ignored")
+            continue
+        unreadable = len(reader.left_out)
+        facts = reader.read(obj, read_node_gpus)
+        if len(reader.left_out) > unreadable:
+            reader.notes.append(
+                f"Node {name} falls back to its {GPU_TOPOLOGY_ANNOTATION} annotation (no NVLink without one)"
+            )
+        elif facts is not None:
+            out[facts.node] = facts
+            reader.notes.extend(facts.warnings)
+    return out
 
 
 def snapshot_from_objects(
@@ -89,10 +118,12 @@ def snapshot_from_objects(
         read = (reader.read(obj, parse) for obj in by_kind.get(kind, []))
         return [value for value in read if value is not None]
 
-    parsed = each("Node", parse_node)
+    raw_nodes = by_kind.get("Node", [])
+    gpus = _node_gpus(by_kind.get(NODE_GPUS_KIND, []), {object_name(o) for o in raw_nodes}, reader)
+    parsed = each("Node", lambda obj: parse_node(obj, gpus))
     warnings = [*duplicate_warnings, *(warning for _, found in parsed for warning in found)]
     nodes = {node.name: node for node, _ in parsed if node is not None}
-    pods = _readable_pods(by_kind.get("Pod", []), nodes, reader)
+    pods = _readable_pods(by_kind.get("Pod", []), nodes, reader, gpus)
     admitted, admitted_warnings = read_admitted(by_kind.get("Workload", []))
     skip = {a.workload for a in assumed}
     held, held_warnings = held_pods(admitted, [p.obj for p in pods], nodes, skip=skip)
@@ -122,11 +153,15 @@ def _judged(snapshot: Snapshot, by_kind: dict[str, list[dict[str, Any]]]) -> Sna
     return with_admissibility(readable_queues, (obj for listed in by_kind.values() for obj in listed))
 
 
-def _readable_pods(pods: list[dict[str, Any]], nodes: dict[str, Node], reader: Reader) -> list[BoundPod]:
+def _readable_pods(
+    pods: list[dict[str, Any]], nodes: dict[str, Node], reader: Reader, gpus: dict[str, NodeGpuFacts]
+) -> list[BoundPod]:
     """Bound pods whose usage can be read; a node with one that cannot be read leaves planning.
 
     Leaving the pod out alone would count its node as emptier than it is, so
-    the node goes with it (the warning names both).
+    the node goes with it (the warning names both). Each pod carries the
+    devices its node's NodeGPUs says it really holds (none on a HAMi node,
+    whose own records say that).
     """
     readable = []
     for pod in pods:
@@ -138,7 +173,9 @@ def _readable_pods(pods: list[dict[str, Any]], nodes: dict[str, Node], reader: R
             del nodes[node_name]
             reader.notes.append(f"Node {node_name} is left out of planning: a pod bound to it cannot be read")
             continue
-        readable.append(BoundPod(pod, node_name, request))
+        facts = None if nodes[node_name].hami else gpus.get(node_name)
+        held = facts.held_by(object_namespace(pod), object_name(pod)) if facts is not None else None
+        readable.append(BoundPod(pod, node_name, request, held))
     return readable
 
 

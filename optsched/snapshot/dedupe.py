@@ -19,7 +19,9 @@ Identity = tuple[str, str, str, str]
 _LISTED = 5
 """A kind with more duplicates than this gets one warning listing the first few."""
 
-CLUSTER_SCOPED = frozenset({"Node", "ClusterQueue", "ResourceFlavor", "Topology", "AdmissionCheck"})
+CLUSTER_SCOPED = frozenset(
+    {"Node", "NodeGPUs", "ClusterQueue", "ResourceFlavor", "Topology", "AdmissionCheck"}
+)
 """Kinds read without a namespace (a stray one on them is ignored, as the API server does)."""
 
 

@@ -16,6 +16,20 @@ def describe(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind', '<no kind>')} {f'{namespace}/' if namespace else ''}{name}"
 
 
+def object_name(obj: dict[str, Any]) -> str:
+    """``metadata.name`` where it is a string, else ""."""
+    raw = obj.get("metadata")
+    name = raw.get("name") if isinstance(raw, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def object_namespace(obj: dict[str, Any]) -> str:
+    """``metadata.namespace`` where it is a non-empty string, else ``default`` (as the API server has it)."""
+    raw = obj.get("metadata")
+    namespace = raw.get("namespace") if isinstance(raw, dict) else None
+    return namespace if isinstance(namespace, str) and namespace else "default"
+
+
 def get_map(obj: dict[str, Any], path: str, *, required: bool = False) -> dict[str, Any]:
     """The mapping at a dotted path; {} if absent (or an error when required)."""
     value: Any = obj

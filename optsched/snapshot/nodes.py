@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +11,7 @@ from optsched.model.names import (
     GPU_MEMORY_LABEL,
     GPU_RESOURCE,
     GPU_TOPOLOGY_ANNOTATION,
+    GPUS_ANNOTATION,
     HAMI_REGISTER_ANNOTATION,
     MIG_PREFIX,
     PRODUCT_LABEL,
@@ -18,21 +19,26 @@ from optsched.model.names import (
 from optsched.model.snapshot import FULL_GPU_MILLI, AssumedPod, Node, NodeUsage, PodRequest
 from optsched.snapshot.fields import describe, get_list, get_map, get_str, string_map
 from optsched.snapshot.hami import DeviceUse, HamiNode, pod_devices, read_register
+from optsched.snapshot.node_gpus import NodeGpuFacts, PodDevices
 from optsched.snapshot.pods import gpu_indices, is_terminal, pod_request, share_milli_for_usage, valid_indices
 from optsched.snapshot.quantity import count, cpu_milli, memory_mib
 from optsched.snapshot.scheduling import parse_taints
-from optsched.topology.gpu_topology import no_nvlink, parse_gpu_topology
+from optsched.topology.gpu_topology import GpuTopology, no_nvlink, parse_gpu_topology
 
 MAX_GPUS_PER_NODE = 1024
 """More than any board holds, even as HAMi's device plugin multiplies GPUs by its split count."""
 
 
-def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
+def parse_node(
+    obj: dict[str, Any], node_gpus: Mapping[str, NodeGpuFacts] | None = None
+) -> tuple[Node | None, list[str]]:
     """A Node, or None with a warning when its GPU topology or HAMi register annotation is unusable.
 
     On a HAMi node (:mod:`optsched.snapshot.hami`) the GPUs are the physical
     ones HAMi registers, not the ``nvidia.com/gpu`` it advertises (GPUs times
-    its split count).
+    its split count). The node's ``NodeGPUs`` facts (in ``node_gpus`` by node
+    name) win over its ``optsched.io/gpu-topology`` annotation, which is then
+    not read.
     """
     name = get_str(obj, "metadata.name", required=True)
     labels = string_map(get_map(obj, "metadata").get("labels"), obj=obj, field="metadata.labels")
@@ -56,14 +62,10 @@ def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
             warning = f"Node {name}: annotation {HAMI_REGISTER_ANNOTATION} is malformed ({exc}); "
             return None, [warning + "node left out of planning"]
         gpu_count = hami.gpu_count
-    raw_topology = annotations.get(GPU_TOPOLOGY_ANNOTATION)
-    topology = no_nvlink(gpu_count)
-    if raw_topology is not None:
-        try:
-            topology = parse_gpu_topology(raw_topology, gpu_count)
-        except ValueError as exc:
-            warning = f"Node {name}: annotation {GPU_TOPOLOGY_ANNOTATION} is malformed ({exc}); "
-            return None, [warning + "node left out of planning"]
+    facts = (node_gpus or {}).get(name)
+    topology, gpu_count, notes = _topology(name, annotations, gpu_count, facts, hami=hami is not None)
+    if topology is None:
+        return None, notes
     memory = labels.get(GPU_MEMORY_LABEL, "")
     node = Node(
         name=name,
@@ -78,11 +80,55 @@ def parse_node(obj: dict[str, Any]) -> tuple[Node | None, list[str]]:
         nvlink_islands=topology.islands,
         numa=topology.numa,
         unhealthy_gpus=topology.unhealthy,
+        gpu_uuids=topology.uuids,
         extended=extended,
         ready=_ready(obj),
         unschedulable=bool(get_map(obj, "spec").get("unschedulable")),
     )
-    return (node if hami is None else hami.applied_to(node, advertised=advertised)), []
+    if hami is None:
+        return node, notes
+    return hami.applied_to(node, advertised=advertised), notes + _uuid_conflict(name, topology, hami)
+
+
+def _topology(
+    name: str, annotations: dict[str, str], gpu_count: int, facts: NodeGpuFacts | None, *, hami: bool
+) -> tuple[GpuTopology | None, int, list[str]]:
+    """The node's GPU topology and GPU count: its NodeGPUs, else its annotation, else no NVLink.
+
+    None (with a warning) for a malformed annotation, which takes the node
+    out of planning. A NodeGPUs listing another number of GPUs than the node
+    has is fitted to the smaller (:meth:`NodeGpuFacts.fitted`), except on a
+    HAMi node: HAMi numbers the devices its pod records name, so there the
+    NodeGPUs is not used (with a warning) and the annotation is read.
+    """
+    notes: list[str] = []
+    if facts is not None and not (hami and facts.gpu_count != gpu_count):
+        fitted, notes = facts.fitted(gpu_count, what=f"the node advertises {GPU_RESOURCE}:")
+        return fitted.topology, fitted.gpu_count, notes
+    if facts is not None:
+        notes = [
+            f"Node {name}: NodeGPUs {name} lists {facts.gpu_count} GPUs but {HAMI_REGISTER_ANNOTATION} "
+            f"{gpu_count}; HAMi's register and the {GPU_TOPOLOGY_ANNOTATION} annotation are used instead"
+        ]
+    raw = annotations.get(GPU_TOPOLOGY_ANNOTATION)
+    if raw is None:
+        return no_nvlink(gpu_count), gpu_count, notes
+    try:
+        return parse_gpu_topology(raw, gpu_count), gpu_count, notes
+    except ValueError as exc:
+        warning = f"Node {name}: annotation {GPU_TOPOLOGY_ANNOTATION} is malformed ({exc}); "
+        return None, gpu_count, [*notes, warning + "node left out of planning"]
+
+
+def _uuid_conflict(name: str, topology: GpuTopology, hami: HamiNode) -> list[str]:
+    """HAMi's register numbers the GPUs its pod records name, so its UUIDs win; a warning if they differ."""
+    registered = tuple(d.uuid for d in hami.devices)
+    if not topology.uuids or topology.uuids == registered:
+        return []
+    return [
+        f"Node {name}: the GPU UUIDs of its NodeGPUs or {GPU_TOPOLOGY_ANNOTATION} annotation differ from "
+        f"those of {HAMI_REGISTER_ANNOTATION}; HAMi's are used (its pod records name them)"
+    ]
 
 
 class _Allocatable:
@@ -147,8 +193,10 @@ class _UsageBuilder:
         self.gpu_mem = [0] * self.node.gpu_count
         self.gpu_tasks = [0] * self.node.gpu_count
 
-    def book(self, request: PodRequest, indices: list[int] | None, *, who: str) -> list[str]:
-        """Count one pod; returns a warning when its GPU indices do not match its request."""
+    def book(
+        self, request: PodRequest, indices: list[int] | None, *, who: str, source: str = GPUS_ANNOTATION
+    ) -> list[str]:
+        """Count one pod; a warning when its GPU indices (read from ``source``) do not match its request."""
         self.cpu += request.cpu_milli
         self.mem += request.memory_mib
         self.pods += 1
@@ -159,7 +207,7 @@ class _UsageBuilder:
         warnings = []
         if indices is not None and len(indices) != request.gpus:
             warnings.append(
-                f"{who}: optsched.io/gpus lists {len(indices)} GPUs but the pod "
+                f"{who}: {source} lists {len(indices)} GPUs but the pod "
                 f"requests {request.gpus}; its GPU indices are treated as unknown"
             )
             indices = None
@@ -241,6 +289,8 @@ class BoundPod:
     obj: dict[str, Any]
     node: str
     request: PodRequest
+    held: PodDevices | None = None
+    """The devices its node's NodeGPUs says it really holds; None where it lists none for the pod."""
 
 
 def node_usage(
@@ -260,11 +310,13 @@ def usage_of(
 ) -> tuple[dict[str, NodeUsage], list[str]]:
     """Usage per node from non-terminal pods bound to it (``spec.nodeName``) and assumed pods.
 
-    A pod whose ``optsched.io/gpus`` annotation is missing or invalid holds
-    GPUs of unknown index: they are counted (so capacity stays right) but no
-    index is ever promised on their account. A share of unknown index is
-    counted as a whole GPU, the only safe assumption. On a HAMi node the
-    devices come from HAMi's own assignment annotation instead.
+    A pod's GPU indices are the devices its node's NodeGPUs says it really
+    holds (``BoundPod.held``), else its ``optsched.io/gpus`` annotation. A pod
+    whose indices are missing or invalid holds GPUs of unknown index: they
+    are counted (so capacity stays right) but no index is ever promised on
+    their account. A share of unknown index is counted as a whole GPU, the
+    only safe assumption. On a HAMi node the devices come from HAMi's own
+    assignment annotation instead.
     """
     builders: dict[str, _UsageBuilder] = {}
     warnings: list[str] = []
@@ -276,6 +328,12 @@ def usage_of(
         if node.hami and request.gpus:
             devices, notes = pod_devices(pod, node, request.gpus, describe(pod))
             warnings += notes + builder.book_hami(request, devices, who=describe(pod))
+            continue
+        if bound.held is not None and request.gpus:
+            held = (
+                valid_indices(list(bound.held.indices or ()), node.gpu_count) if bound.held.indices else None
+            )
+            warnings += builder.book(request, held, who=describe(pod), source=bound.held.source)
             continue
         indices = gpu_indices(pod, node.gpu_count) if request.gpus else None
         warnings += builder.book(request, indices, who=describe(pod))

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from optsched.errors import InputError
-from optsched.model.names import KUEUE_GROUP
+from optsched.model.names import KUEUE_GROUP, NODE_GPUS_KIND, NODE_GPUS_VERSION, OPTSCHED_GROUP
 from optsched.model.snapshot import LeftOut
 from optsched.snapshot.fields import describe
 
@@ -43,14 +43,15 @@ def api_group(obj: dict[str, Any]) -> str:
 
 
 def unsupported_version(obj: dict[str, Any]) -> str | None:
-    """Why a Kueue object's API version is not read (an old alpha one has a different schema), or None."""
+    """Why a Kueue (or NodeGPUs) object's API version is not read (an old one has another schema), or None."""
     version = str(obj.get("apiVersion", "")).rpartition("/")[2]
-    supported = TOPOLOGY_VERSIONS if obj.get("kind") == "Topology" else KUEUE_VERSIONS
+    group = KUEUE_GROUP
+    supported: tuple[str, ...] = TOPOLOGY_VERSIONS if obj.get("kind") == "Topology" else KUEUE_VERSIONS
+    if obj.get("kind") == NODE_GPUS_KIND:
+        group, supported = OPTSCHED_GROUP, (NODE_GPUS_VERSION,)
     if version in supported:
         return None
-    return (
-        f"apiVersion {obj.get('apiVersion')!r} is not read (expected {KUEUE_GROUP}/{' or '.join(supported)})"
-    )
+    return f"apiVersion {obj.get('apiVersion')!r} is not read (expected {group}/{' or '.join(supported)})"
 
 
 def _model_error(exc: ValidationError, obj: dict[str, Any]) -> InputError:

@@ -47,6 +47,7 @@ API_VERSIONS = (
     "kueue.x-k8s.io/v1beta1",
     "kueue.x-k8s.io/v1beta2",
     "kueue.x-k8s.io/v2",
+    "optsched.io/v1alpha1",
     "",
 )
 KINDS = (
@@ -57,6 +58,7 @@ KINDS = (
     "LocalQueue",
     "ResourceFlavor",
     "Topology",
+    "NodeGPUs",
     "List",
     "Thing",
 )

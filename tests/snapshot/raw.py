@@ -150,3 +150,76 @@ def workload(
 def hostnames(*per_node: tuple[str, int]) -> dict[str, Any]:
     """A v1beta1 ``topologyAssignment`` naming nodes by hostname, with pod counts."""
     return {"levels": [HOSTNAME], "domains": [{"values": [n], "count": c} for n, c in per_node]}
+
+
+NODE_GPUS_API = "optsched.io/v1alpha1"
+
+
+def uuid(node_name: str, index: int) -> str:
+    return f"GPU-{node_name}-{index:04d}"
+
+
+def node_gpus(
+    name: str,
+    *,
+    gpus: int = 8,
+    islands: list[list[int]] | None = None,
+    numa: list[int | None] | None = None,
+    unhealthy: tuple[int, ...] = (),
+    pods: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A NodeGPUs as the node agent publishes it: one NVSwitch island unless ``islands`` says otherwise."""
+    groups = islands if islands is not None else [list(range(gpus))]
+    island_of = {gpu: number for number, group in enumerate(groups) for gpu in group}
+    entries = [
+        {
+            "index": i,
+            "minor": i,
+            "uuid": uuid(name, i),
+            "pciBusId": f"00000000:{0x18 + i:02X}:00.0",
+            "numa": (numa[i] if numa is not None else i * 2 // gpus),
+            "island": island_of.get(i),
+            "product": "NVIDIA-H100-80GB-HBM3",
+            "memoryMiB": 81559,
+            "clique": None,
+            "health": {"state": "Unhealthy", "reason": "XID 79 (GPU has fallen off the bus)"}
+            if i in unhealthy
+            else {"state": "Healthy", "reason": ""},
+            "mig": {"capable": True, "enabled": False, "instances": []},
+        }
+        for i in range(gpus)
+    ]
+    return {
+        "apiVersion": NODE_GPUS_API,
+        "kind": "NodeGPUs",
+        "metadata": {
+            "name": name,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": f"uid-{name}"}],
+        },
+        "spec": {},
+        "status": {
+            "backend": "simulated",
+            "driverVersion": "",
+            "nvlinkIslands": groups,
+            "gpus": entries,
+            "pods": pods or [],
+            "migLayout": {"state": "Success", "message": "", "observedGeneration": 1},
+            "heartbeat": "2026-12-01T13:00:00Z",
+        },
+    }
+
+
+def holding(node_name: str, pod_name: str, *indices: int, namespace: str = "ml") -> dict[str, Any]:
+    """A ``status.pods`` entry: the pod's one container holds these GPUs of ``node_name``."""
+    return {
+        "namespace": namespace,
+        "name": pod_name,
+        "containers": [
+            {
+                "name": "c",
+                "gpuUUIDs": [uuid(node_name, i) for i in indices],
+                "gpuIndices": list(indices),
+                "migUUIDs": [],
+            }
+        ],
+    }
