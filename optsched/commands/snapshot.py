@@ -1,8 +1,8 @@
 """``optsched snapshot``: save a live cluster's state in the snapshot file format.
 
-Reads (never writes) Nodes, Pods that hold capacity, Namespaces and Kueue objects, and
-writes them as one ``v1 List`` that ``optsched plan --snapshot`` replays, so a
-live decision can be reproduced and debugged offline.
+Reads (never writes) Nodes, Pods that hold capacity, Namespaces, the node agents'
+NodeGPUs and Kueue objects, and writes them as one ``v1 List`` that ``optsched plan
+--snapshot`` replays, so a live decision can be reproduced and debugged offline.
 """
 
 from __future__ import annotations

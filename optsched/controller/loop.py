@@ -16,7 +16,7 @@ One cycle, like Kueue's scheduling cycle:
 
 Each phase's duration is logged with the cycle and exported as a metric.
 Cycles run every ``interval`` seconds and early, debounced, on watch events
-for Workloads, our pods and Nodes; gated pods are also pinned by a pass of
+for Workloads, our pods, Nodes and NodeGPUs; gated pods are also pinned by a pass of
 their own as soon as they appear, without re-planning. Our AdmissionChecks
 are kept Active by their own reconciler. Only the Lease holder writes; a
 follower keeps its watches warm and takes over when the Lease expires. Every
@@ -45,12 +45,19 @@ from optsched.controller.metrics import Metrics
 from optsched.controller.options import Options
 from optsched.controller.pinning import pins_for, ready_records
 from optsched.controller.views import read_pod, read_workload
-from optsched.controller.watch import NodeFilter, WatchEvent, pod_frees_capacity, pod_is_gated, watch_forever
+from optsched.controller.watch import (
+    NodeFilter,
+    NodeGpusFilter,
+    WatchEvent,
+    pod_frees_capacity,
+    pod_is_gated,
+    watch_forever,
+)
 from optsched.errors import InputError, PlanValidationError
 from optsched.kube.client import ApiError, Client
 from optsched.kube.reader import read_cluster
 from optsched.kube.writer import Writer
-from optsched.model.names import KUEUE_API, PLAN_ID_LABEL
+from optsched.model.names import KUEUE_API, NODE_GPUS_API, NODE_GPUS_PLURAL, PLAN_ID_LABEL
 from optsched.model.plan import Plan
 from optsched.model.snapshot import Snapshot
 from optsched.settings import Settings
@@ -334,15 +341,21 @@ class Controller:
     def _background(self, stop: asyncio.Event) -> list[Coroutine[Any, Any, None]]:
         """Watches, the pin loop and the AdmissionCheck reconciler, for as long as the controller runs."""
         nodes = NodeFilter()
+        node_gpus = NodeGpusFilter()
 
         def on_node(event: WatchEvent) -> None:
             if nodes(event):
+                self.trigger.set()
+
+        def on_node_gpus(event: WatchEvent) -> None:
+            if node_gpus(event):
                 self.trigger.set()
 
         return [
             watch_forever(self.client, KUEUE_API, "workloads", lambda e: self.trigger.set()),
             watch_forever(self.client, "v1", "pods", self._on_pod, label_selector=PLAN_ID_LABEL),
             watch_forever(self.client, "v1", "nodes", on_node),
+            watch_forever(self.client, NODE_GPUS_API, NODE_GPUS_PLURAL, on_node_gpus),
             watch_forever(self.client, KUEUE_API, "admissionchecks", self.checks.on_event),
             self._pin_loop(stop),
             self.checks.run(stop),

@@ -2,13 +2,16 @@
 
 A watch never carries state into a decision: it only sets an asyncio Event
 (re-plan, pin, reconcile the AdmissionChecks), and the woken pass reads the
-cluster afresh. A dropped watch reconnects with backoff; the periodic cycle
-covers whatever it missed meanwhile.
+cluster afresh. Nodes and the node agents' NodeGPUs wake a re-plan only when
+what the planner reads of them changed, not on every heartbeat. A dropped
+watch reconnects with backoff; the periodic cycle covers whatever it missed
+meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -82,6 +85,32 @@ class NodeFilter:
             (ks.meta(node).get("annotations") or {}).get(GPU_TOPOLOGY_ANNOTATION),
             tuple(sorted(((node.get("status") or {}).get("allocatable") or {}).items())),
         )
+        changed = self.seen.get(name) != fingerprint
+        self.seen[name] = fingerprint
+        return changed
+
+
+class NodeGpusFilter:
+    """NodeGPUs watch events that matter: added, deleted, or a status change other than the heartbeat.
+
+    The node agent rewrites ``status.heartbeat`` on every report; what the
+    planner reads (GPUs, health, islands, the devices pods hold) changes far
+    less often. A cluster without the CRD has nothing to watch: the watch
+    retries quietly with backoff.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[str, str] = {}
+
+    def __call__(self, event: WatchEvent) -> bool:
+        obj = event.get("object") or {}
+        name = str(ks.meta(obj).get("name", ""))
+        if event.get("type") == "DELETED":
+            self.seen.pop(name, None)
+            return True
+        status = ks.map_or_empty(obj.get("status"))
+        facts = {k: v for k, v in status.items() if k != "heartbeat"}
+        fingerprint = json.dumps(facts, sort_keys=True, default=str)
         changed = self.seen.get(name) != fingerprint
         self.seen[name] = fingerprint
         return changed

@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.model.names import KUEUE_GROUP, KUEUE_VERSIONS
+from optsched.model.names import (
+    KUEUE_GROUP,
+    KUEUE_VERSIONS,
+    NODE_GPUS_KIND,
+    NODE_GPUS_PLURAL,
+    NODE_GPUS_VERSION,
+    OPTSCHED_GROUP,
+)
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -31,6 +38,8 @@ class Kind:
     versions: tuple[str, ...] = ("v1",)
     optional: bool = False
     """A refused list is a note, not an error: plans stay right without it, only less checked."""
+    quiet_if_absent: bool = False
+    """A server that does not serve it is normal (an optional CRD): no note then."""
 
     def api_versions(self) -> list[str]:
         return [f"{self.group}/{v}" if self.group else v for v in self.versions]
@@ -40,6 +49,14 @@ KINDS: tuple[Kind, ...] = (
     Kind("Node", "nodes"),
     Kind("Pod", "pods"),
     Kind("Namespace", "namespaces", optional=True),
+    Kind(
+        NODE_GPUS_KIND,
+        NODE_GPUS_PLURAL,
+        OPTSCHED_GROUP,
+        versions=(NODE_GPUS_VERSION,),
+        optional=True,
+        quiet_if_absent=True,
+    ),
     Kind("ResourceFlavor", "resourceflavors", KUEUE_GROUP, versions=KUEUE_VERSIONS),
     Kind("Topology", "topologies", KUEUE_GROUP, versions=(*KUEUE_VERSIONS, "v1alpha1")),
     Kind("AdmissionCheck", "admissionchecks", KUEUE_GROUP, versions=KUEUE_VERSIONS),

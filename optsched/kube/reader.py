@@ -4,8 +4,9 @@ Only GET list calls are made (never watch, create or patch), so pointing
 ``optsched snapshot`` or ``optsched plan --kubeconfig`` at production is safe.
 Kueue's API moved from v1beta1 to v1beta2; each Kueue kind is listed at the
 newest version the server serves. A cluster without Kueue still yields its
-Nodes and Pods, with a note per missing kind. The controller reads through the
-same function with its own client.
+Nodes and Pods, with a note per missing kind; one without the ``NodeGPUs``
+CRD (no node agents) is normal and gets no note. The controller reads through
+the same function with its own client.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ async def read_cluster(
     must not promise twice. Connection and authentication problems raise
     :class:`~optsched.errors.InputError` naming the client's kubeconfig; a
     refused list of an optional kind (Namespaces, read for ClusterQueue
-    namespace selectors) is only a note.
+    namespace selectors; NodeGPUs, whose nodes then read their annotation) is
+    only a note.
     """
     scopes: list[str | None] = list(namespaces) or [namespace]
     objects: list[dict[str, Any]] = []
@@ -67,7 +69,8 @@ async def read_cluster(
             try:
                 objects += await _list(client, kind, scope)
             except _NotServed as exc:
-                notes.append(str(exc))
+                if not kind.quiet_if_absent:
+                    notes.append(str(exc))
                 break
             except ApiError as exc:
                 if kind.optional and exc.status == 403:

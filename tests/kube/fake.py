@@ -67,6 +67,7 @@ PLURALS = {
     "Node": "nodes",
     "Pod": "pods",
     "Namespace": "namespaces",
+    "NodeGPUs": "nodegpus",
     "Workload": "workloads",
     "ClusterQueue": "clusterqueues",
     "LocalQueue": "localqueues",

@@ -11,6 +11,7 @@ import pytest
 from optsched.errors import InputError
 from optsched.kube.client import Client
 from optsched.kube.reader import fetch_snapshot_objects, read_cluster
+from optsched.model.names import KUEUE_API, NODE_GPUS_API
 from tests.kube.fake import FakeCluster, FakeTransport, status
 
 V1BETA1 = "kueue.x-k8s.io/v1beta1"
@@ -110,3 +111,36 @@ def test_a_refused_namespace_list_is_a_note_not_an_error() -> None:
     assert note.startswith("Namespace: not readable (namespaces is forbidden") and note.endswith(
         "not checked"
     )
+
+
+NODE_GPUS = {"kind": "NodeGPUs", "metadata": {"name": "n1"}, "status": {"gpus": []}}
+
+
+def test_node_gpus_are_listed_where_the_crd_is_served() -> None:
+    transport = FakeTransport(FakeCluster([*OBJECTS, NODE_GPUS], served=(KUEUE_API, NODE_GPUS_API)))
+    objects, notes = asyncio.run(read_cluster(Client(transport)))
+    assert [o for o in objects if o["kind"] == "NodeGPUs"] == [{"apiVersion": NODE_GPUS_API, **NODE_GPUS}]
+    assert f"/apis/{NODE_GPUS_API}/nodegpus" in [r.url.path for r in transport.requests]
+    assert notes == ()
+
+
+def test_a_cluster_without_the_node_gpus_crd_is_normal_and_gets_no_note() -> None:
+    transport = FakeTransport(FakeCluster([*OBJECTS, NODE_GPUS], served=(KUEUE_API,)))
+    objects, notes = asyncio.run(read_cluster(Client(transport)))
+    assert "NodeGPUs" not in [o["kind"] for o in objects]
+    assert f"/apis/{NODE_GPUS_API}/nodegpus" in [r.url.path for r in transport.requests]
+    assert notes == ()
+
+
+def test_a_refused_node_gpus_list_is_one_note() -> None:
+    cluster = FakeCluster([*OBJECTS, NODE_GPUS], served=(KUEUE_API, NODE_GPUS_API))
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/nodegpus"):
+            return status(403, 'nodegpus.optsched.io is forbidden: User "u" cannot list')
+        return cluster(request)
+
+    objects, notes = asyncio.run(read_cluster(Client(FakeTransport(refuse))))
+    assert "NodeGPUs" not in [o["kind"] for o in objects] and "Node" in [o["kind"] for o in objects]
+    [note] = notes
+    assert note.startswith("NodeGPUs: not readable (nodegpus.optsched.io is forbidden")
