@@ -1,0 +1,194 @@
+"""kubelet and NVIDIA's device plugin, emulated for a simulated node: which GPUs each new pod is given.
+
+A simulated (KWOK) node has neither kubelet nor a device plugin, yet drift,
+published holdings and the planner's view of real usage all need to know
+which GPUs each pod received. This module plays both parts for whole GPUs
+(``nvidia.com/gpu``), the way they behave on a real node:
+
+* kubelet never moves devices: a pod that held GPUs keeps exactly those, even
+  a GPU that has since turned unhealthy;
+* a pod that is gone frees its GPUs;
+* a new pod's containers are served in order, each with the device plugin's
+  best-effort choice (``optsched.agent.allocator``) among the free, healthy,
+  whole GPUs (a GPU with MIG enabled is not handed out whole);
+* a pod that does not fit gets nothing and is rejected, as kubelet's admission
+  rejects it; its containers' earlier picks are released.
+
+Device IDs are GPU UUIDs, as NVIDIA's device plugin names them. MIG slices
+are not handed out here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from optsched.agent.allocator import best_effort
+from optsched.agent.devices import Discovery
+from optsched.agent.podresources import ContainerDevices, PodDevices
+from optsched.model.names import GPU_RESOURCE
+
+
+@dataclass(frozen=True)
+class GpuPod:
+    """A pod bound to the node as kubelet allocates it: each container's ``nvidia.com/gpu`` count."""
+
+    namespace: str
+    name: str
+    uid: str
+    containers: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A pod kubelet would refuse to admit: not enough free, healthy GPUs for one of its containers."""
+
+    namespace: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What the emulated kubelet holds after one pass: every admitted pod's devices, and who was refused."""
+
+    pods: tuple[PodDevices, ...]
+    """In the order the pods were given; pods without GPUs are listed too, as kubelet lists them."""
+    rejected: tuple[Rejected, ...] = ()
+
+
+def allocate(
+    pods: Sequence[GpuPod], previous: Sequence[PodDevices], discovery: Discovery, unhealthy: frozenset[int]
+) -> Allocation:
+    """The devices each of ``pods`` holds, given what the pods of ``previous`` held before.
+
+    A pod of ``pods`` found in ``previous`` (same namespace and name) keeps
+    its entry unchanged; the others are new and allocated in the given order.
+    A rejected pod is not remembered: if the caller passes it again, it is
+    tried again (as a recreated pod would be).
+    """
+    before = {(p.namespace, p.name): p for p in previous}
+    present = {(p.namespace, p.name) for p in pods}
+    kept = {key: pod for key, pod in before.items() if key in present}
+    index_of = {gpu.uuid: gpu.index for gpu in discovery.gpus}
+    taken = _indices(kept.values(), index_of)
+    free = [
+        gpu.index
+        for gpu in discovery.gpus
+        if gpu.index not in taken and gpu.index not in unhealthy and not gpu.mig_enabled
+    ]
+    held: list[PodDevices] = []
+    rejected: list[Rejected] = []
+    seen: set[tuple[str, str]] = set()
+    for pod in pods:
+        key = (pod.namespace, pod.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        if key in kept:
+            held.append(kept[key])
+            continue
+        admitted = _admit(pod, free, discovery)
+        if isinstance(admitted, Rejected):
+            rejected.append(admitted)
+            continue
+        held.append(admitted)
+        given = _indices([admitted], index_of)
+        free = [g for g in free if g not in given]
+    return Allocation(tuple(held), tuple(rejected))
+
+
+def _indices(pods: Iterable[PodDevices], index_of: Mapping[str, int]) -> set[int]:
+    """The indices of the whole GPUs ``pods`` hold (device IDs that are no GPU of the node are skipped)."""
+    return {index_of[i] for p in pods for c in p.containers for i in c.ids(GPU_RESOURCE) if i in index_of}
+
+
+def _admit(pod: GpuPod, free: list[int], discovery: Discovery) -> PodDevices | Rejected:
+    left = list(free)
+    containers = []
+    for name, count in pod.containers:
+        if count == 0:
+            containers.append(ContainerDevices(name))
+            continue
+        if count > len(left):
+            return Rejected(
+                pod.namespace,
+                pod.name,
+                f"container {name} asks for {count} {GPU_RESOURCE}, only {len(left)} free and healthy "
+                f"({_csv(left) or 'none'})",
+            )
+        chosen = best_effort(left, count, discovery)
+        uuids = tuple(discovery.by_index(i).uuid for i in chosen)
+        containers.append(ContainerDevices(name, ((GPU_RESOURCE, uuids),)))
+        left = [g for g in left if g not in chosen]
+    return PodDevices(pod.namespace, pod.name, tuple(containers))
+
+
+def _csv(indices: Sequence[int]) -> str:
+    return ",".join(str(i) for i in indices)
+
+
+# -- reading a Pod object ---------------------------------------------------------------------------------
+
+
+def pod_from_object(pod: Mapping[str, Any]) -> GpuPod | None:
+    """A Pod object as kubelet's device manager sees it; None when a field it needs is unusable.
+
+    Each container's count is its ``nvidia.com/gpu`` limit, else its request,
+    else 0; a value must be a whole, non-negative number (``2`` or ``"2"``).
+    Sidecars (init containers with ``restartPolicy: Always``) hold their GPUs
+    for the pod's life, so they count, before the app containers. Ordinary
+    init containers are left out: kubelet lets the app containers reuse their
+    devices once they finish, which this emulation does not model, so a pod
+    whose GPUs are asked for by an init container alone is given none.
+    """
+    meta, spec = pod.get("metadata"), pod.get("spec")
+    if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+        return None
+    name, namespace, uid = meta.get("name"), meta.get("namespace", "default"), meta.get("uid", "")
+    if not (isinstance(name, str) and name and isinstance(namespace, str) and isinstance(uid, str)):
+        return None
+    init, app = _field(spec, "initContainers", []), _field(spec, "containers", [])
+    if not isinstance(init, list) or not isinstance(app, list):
+        return None
+    sidecars = [c for c in init if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"]
+    containers = []
+    for container in [*sidecars, *app]:
+        counted = _container_count(container)
+        if counted is None:
+            return None
+        containers.append(counted)
+    return GpuPod(namespace, name, uid, tuple(containers))
+
+
+def _container_count(container: Any) -> tuple[str, int] | None:
+    if not isinstance(container, Mapping):
+        return None
+    name, resources = container.get("name"), _field(container, "resources", {})
+    if not isinstance(name, str) or not name or not isinstance(resources, Mapping):
+        return None
+    for part in ("limits", "requests"):
+        values = _field(resources, part, {})
+        if not isinstance(values, Mapping):
+            return None
+        if GPU_RESOURCE in values:
+            count = _whole_count(values[GPU_RESOURCE])
+            return None if count is None else (name, count)
+    return name, 0
+
+
+def _field(obj: Mapping[str, Any], key: str, default: Any) -> Any:
+    """``obj[key]``, with ``default`` for a key that is missing or null (as JSON often writes it)."""
+    value = obj.get(key)
+    return default if value is None else value
+
+
+def _whole_count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    return None
