@@ -26,6 +26,7 @@ The format (one or more YAML documents per file)::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ SHIPPED_DIR = Path(__file__).resolve().parent.parent / "examples" / "hardware"
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
 _NAME_MAX = 253
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -145,9 +147,10 @@ def _name(metadata: object, *, source: str, obj: str) -> str:
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         raise _error(f"expected a non-empty string, got {name!r}", source, obj, "metadata.name")
-    if len(name) > _NAME_MAX or not all(c.islower() or c.isdigit() or c in "-." for c in name):
+    if len(name) > _NAME_MAX or not _NAME.match(name):
         raise _error(
-            f"expected lower-case letters, digits, '-' and '.' (at most {_NAME_MAX}), got {name!r}",
+            f"expected lower-case letters, digits, '-' and '.', beginning and ending with a letter or digit "
+            f"(at most {_NAME_MAX}), got {name!r}",
             source,
             obj,
             "metadata.name",

@@ -103,6 +103,8 @@ BAD_CASES = [
     (changed("apiVersion", "v1"), "apiVersion", "expected optsched.io/v1alpha1"),
     (changed("kind", "Node"), "kind", "expected GPUHardwareProfile"),
     (changed("metadata.name", "Big Box"), "metadata.name", "lower-case letters"),
+    (changed("metadata.name", "café"), "metadata.name", "lower-case letters"),
+    (changed("metadata.name", "-box"), "metadata.name", "beginning and ending"),
     (changed("metadata", "box"), "metadata", "expected a mapping"),
     (changed("spec", [1]), "spec", "expected a mapping"),
     (changed("spec.product", "NVIDIA A100"), "spec.product", "spaces written as '-'"),
