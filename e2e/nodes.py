@@ -89,6 +89,9 @@ def node_object(p: Placement, profile: Profile) -> dict[str, Any]:
                 "nvidia.com/gpu.product": g.product,
                 "nvidia.com/gpu.memory": str(g.memory_mib),
                 "nvidia.com/gpu.count": str(g.count),
+                # GPU Feature Discovery's own mark: these nodes stand for GFD-labelled ones, so a
+                # simulated node agent leaves their GPU labels alone, as it does beside real GFD.
+                "nvidia.com/gfd.timestamp": "1764547200",
             }
         )
         if g.clique_size:

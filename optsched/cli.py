@@ -1,4 +1,4 @@
-"""The ``optsched`` command line: ``plan``, ``snapshot``, ``run`` and ``bench``.
+"""The ``optsched`` command line: ``plan``, ``snapshot``, ``agent``, ``run`` and ``bench``.
 
 Exit codes are the same for every verb: 0 success (a plan that defers work is
 a success), 2 a file that cannot be read at all, an unreachable cluster or a
@@ -19,7 +19,7 @@ import yaml
 
 from optsched import __version__
 from optsched.bench import cli as bench_cli
-from optsched.commands import plan, snapshot
+from optsched.commands import agent, plan, snapshot
 from optsched.commands.common import PROG, say
 from optsched.commands.run import register_run
 from optsched.errors import InputError, PlanValidationError
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     plan.register(subparsers)
     snapshot.register(subparsers)
+    agent.register(subparsers)
     register_run(subparsers)
     bench_cli.register(subparsers)
     for sub in subparsers.choices.values():

@@ -1,4 +1,4 @@
-"""``optsched bench trace|topology|scale``: the benchmark verbs.
+"""``optsched bench trace|topology|scale|agent``: the benchmark verbs.
 
 ``register`` plugs them into the main ``optsched`` parser; ``main`` runs them
 stand-alone (``python -m optsched.bench.cli trace ...``) with the same exit
@@ -117,13 +117,27 @@ def _add_scale(sub: Any) -> None:
     p.set_defaults(func=run_scale_command)
 
 
+def _add_agent(sub: Any) -> None:
+    p = sub.add_parser("agent", help="one node agent process serving many simulated nodes: time and memory")
+    p.add_argument(
+        "--nodes", type=int, default=1000, help="simulated nodes without --kubeconfig (default 1000)"
+    )
+    p.add_argument("--hardware", default="dgx-h100", help="hardware profile (file or shipped name)")
+    p.add_argument("--passes", type=int, default=3, help="passes over every node (default 3)")
+    p.add_argument("--kubeconfig", default=None, help="run against this cluster, serving every node in it")
+    p.set_defaults(func=run_agent_command)
+
+
 def register(subparsers: Any) -> None:
-    """Add ``bench`` with ``trace``, ``topology`` and ``scale`` to the main parser."""
-    bench = subparsers.add_parser("bench", help="benchmarks: trace replay, topology, solver scale")
+    """Add ``bench`` with ``trace``, ``topology``, ``scale`` and ``agent`` to the main parser."""
+    bench = subparsers.add_parser(
+        "bench", help="benchmarks: trace replay, topology, solver scale, node agent"
+    )
     sub = bench.add_subparsers(dest="bench_command", metavar="BENCH")
     _add_trace(sub)
     _add_topology(sub)
     _add_scale(sub)
+    _add_agent(sub)
     bench.set_defaults(func=lambda _args: _missing_verb(bench))
 
 
@@ -131,6 +145,14 @@ def _missing_verb(parser: argparse.ArgumentParser) -> int:
     """``bench`` without a verb is a usage error: its help, exit 2."""
     parser.print_help(sys.stderr)
     return 2
+
+
+def run_agent_command(args: argparse.Namespace) -> int:
+    """``optsched bench agent``."""
+    # Deferred: the agent's modules are loaded only for this verb.
+    from optsched.bench.agent import run_agent_bench
+
+    return run_agent_bench(args)
 
 
 def run_trace_command(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Every write the controller makes to the cluster, in one place, each one safe to repeat.
+"""Every write optsched makes to the cluster, in one place, each one safe to repeat.
 
 * Our admission check entry: server-side apply on the Workload ``status``
   subresource with our field manager. The list is keyed by ``name``, so the
@@ -140,6 +140,30 @@ class Writer:
             body,
             namespace=namespace,
             content_type=MERGE_PATCH,
+        )
+
+    async def merge_patch(
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> None:
+        """A JSON merge patch (lists replace, ``None`` removes a key), on the object or a subresource."""
+        target = _target(plural, namespace, name) + (f"/{subresource}" if subresource else "")
+        await self._patch(
+            "merge-patch",
+            target,
+            api_version,
+            plural,
+            name,
+            body,
+            namespace=namespace,
+            content_type=MERGE_PATCH,
+            subresource=subresource,
         )
 
     async def patch_pod(self, namespace: str, name: str, body: dict[str, Any]) -> None:

@@ -1,0 +1,237 @@
+"""One agent pass over one node: discover, judge health, read held devices, move MIG, say what to publish.
+
+:class:`NodeAgent` keeps what must outlive a pass (sticky GPU health, drift
+already reported, whether an interrupted MIG apply was looked for) and turns a
+:class:`NodeView` (what the API server says about the node) into a
+:class:`NodeReport` (what to write back). It touches the GPUs through its
+backend and never the API server, so the whole pass runs in tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from optsched.agent.backend import GpuBackend
+from optsched.agent.devices import Discovery, XidEvent
+from optsched.agent.drift import Drift, find_drift, held_indices, planned_indices
+from optsched.agent.health import HEALTHY, GpuHealth, critical_events, next_health
+from optsched.agent.held import HeldDevices
+from optsched.agent.islands import islands
+from optsched.agent.mig_step import MigOutcome, mig_step
+from optsched.agent.podresources import PodDevices
+from optsched.agent.publish import (
+    advertised_resources,
+    device_index,
+    gfd_labels,
+    gpus_view,
+    pods_view,
+    topology_annotation,
+)
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What the API server says about one node this pass."""
+
+    node: Mapping[str, Any]
+    node_gpus: Mapping[str, Any] | None
+    pods: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return str((self.node.get("metadata") or {}).get("name", ""))
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    """An Event the agent records: on the Node, on a Pod or on the NodeGPUs object."""
+
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+    message: str
+    type: str = "Warning"
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """Everything to publish for one node after one pass."""
+
+    node: str
+    annotation: str
+    labels: dict[str, str]
+    status: dict[str, Any]
+    resources: tuple[dict[str, str], dict[str, str]] | None
+    events: tuple[AgentEvent, ...]
+    drift: tuple[Drift, ...]
+    xids: tuple[XidEvent, ...]
+    discovery_seconds: float
+    mig: MigOutcome | None
+    unhealthy: tuple[int, ...]
+
+
+def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    meta = (obj or {}).get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _part(obj: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
+    value = (obj or {}).get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def seeded_health(status: Mapping[str, Any]) -> dict[int, GpuHealth]:
+    """Unhealthy GPUs already published: a restarted agent keeps them unhealthy (the XID is not undone)."""
+    out: dict[int, GpuHealth] = {}
+    gpus = status.get("gpus")
+    for gpu in gpus if isinstance(gpus, list) else []:
+        health = gpu.get("health") if isinstance(gpu, dict) else None
+        index = gpu.get("index") if isinstance(gpu, dict) else None
+        if isinstance(health, dict) and health.get("state") == "Unhealthy" and isinstance(index, int):
+            out[index] = GpuHealth("Unhealthy", str(health.get("reason", "")))
+    return out
+
+
+@dataclass
+class NodeAgent:
+    """The long-lived state of the agent for one node."""
+
+    node: str
+    backend: GpuBackend
+    held_source: HeldDevices
+    backend_name: str
+    journal: Path | None
+    simulated: bool = False
+    ignored_xids: frozenset[int] = frozenset()
+    health: dict[int, GpuHealth] | None = None
+    reported_drift: set[tuple[str, str, tuple[int, ...]]] = field(default_factory=set)
+    recovered: bool = False
+
+    def _discover(self) -> tuple[Discovery, float]:
+        started = time.perf_counter()
+        discovery = self.backend.discover()
+        return discovery, time.perf_counter() - started
+
+    def _judge_health(self, view: NodeView, discovery: Discovery) -> tuple[list[XidEvent], list[AgentEvent]]:
+        if self.health is None:
+            self.health = seeded_health(_part(view.node_gpus, "status"))
+        xids = self.backend.xid_events()
+        before = self.health
+        self.health = next_health(before, critical_events(xids, self.ignored_xids), len(discovery.gpus))
+        events = []
+        for index, now in sorted(self.health.items()):
+            if now.state == "Unhealthy" and before.get(index, HEALTHY).state != "Unhealthy":
+                uuid = next((g.uuid for g in discovery.gpus if g.index == index), "")
+                events.append(
+                    self._node_event(
+                        view,
+                        "GPUUnhealthy",
+                        f"GPU {index} ({uuid}) is unhealthy: {now.reason}; optsched places nothing new on it",
+                    )
+                )
+        return xids, events
+
+    def _node_event(self, view: NodeView, reason: str, message: str, kind: str = "Warning") -> AgentEvent:
+        return AgentEvent(
+            "Node", "v1", "", self.node, str(_meta(view.node).get("uid", "")), reason, message, kind
+        )
+
+    def _drift(
+        self, view: NodeView, held: list[PodDevices], discovery: Discovery
+    ) -> tuple[list[Drift], list[AgentEvent]]:
+        planned = {}
+        uids = {}
+        for pod in view.pods:
+            meta = _meta(pod)
+            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            indices = planned_indices(pod)
+            if indices is not None:
+                planned[key] = indices
+                uids[key] = str(meta.get("uid", ""))
+        found = find_drift(planned, held_indices(held, device_index(discovery)))
+        events = []
+        for d in found:
+            seen = (d.namespace, d.name, d.held)
+            if seen in self.reported_drift:
+                continue
+            self.reported_drift.add(seen)
+            events.append(
+                AgentEvent(
+                    "Pod",
+                    "v1",
+                    d.namespace,
+                    d.name,
+                    uids.get((d.namespace, d.name), ""),
+                    "GPUDrift",
+                    f"planned GPUs {_csv(d.planned)} (optsched.io/gpus) on {self.node}, but the device "
+                    f"plugin gave GPUs {_csv(d.held)}; the next plan counts the GPUs it really holds",
+                )
+            )
+        return found, events
+
+    def cycle(self, view: NodeView) -> NodeReport:
+        """One pass; raises BackendError when the GPUs cannot be read at all (the runner reports it)."""
+        discovery, seconds = self._discover()
+        xids, events = self._judge_health(view, discovery)
+        assert self.health is not None
+        unhealthy = frozenset(i for i, h in self.health.items() if h.state == "Unhealthy")
+        status_in = _part(view.node_gpus, "status")
+        held = self.held_source.held(view.pods, status_in, discovery, unhealthy)
+        mig = None
+        if self.journal is not None:
+            mig = mig_step(self, view, discovery, held)
+            events.extend(self._node_event(view, e.reason, e.message, e.type) for e in mig.events)
+            if mig.changed:
+                discovery, _ = self._discover()
+                held = self.held_source.held(view.pods, status_in, discovery, unhealthy)
+        self.recovered = True
+        drift, drift_events = self._drift(view, held, discovery)
+        events.extend(drift_events)
+        return self._report(view, discovery, held, seconds, xids, mig, drift, events)
+
+    def _report(
+        self,
+        view: NodeView,
+        discovery: Discovery,
+        held: list[PodDevices],
+        seconds: float,
+        xids: list[XidEvent],
+        mig: MigOutcome | None,
+        drift: list[Drift],
+        events: list[AgentEvent],
+    ) -> NodeReport:
+        assert self.health is not None
+        groups = islands(len(discovery.gpus), discovery.nvlinks, discovery.nvswitch)
+        status: dict[str, Any] = {
+            "backend": self.backend_name,
+            "driverVersion": discovery.driver_version,
+            "nvlinkIslands": [list(g) for g in groups],
+            "gpus": gpus_view(discovery, groups, self.health),
+            "pods": pods_view(held, discovery),
+        }
+        if mig is not None and mig.status is not None:
+            status["migLayout"] = mig.status.as_dict()
+        return NodeReport(
+            node=self.node,
+            annotation=topology_annotation(discovery, groups, self.health),
+            labels=gfd_labels(discovery, _meta(view.node).get("labels") or {}),
+            status=status,
+            resources=advertised_resources(discovery, self.health) if self.simulated else None,
+            events=tuple(events),
+            drift=tuple(drift),
+            xids=tuple(xids),
+            discovery_seconds=seconds,
+            mig=mig,
+            unhealthy=tuple(sorted(i for i, h in self.health.items() if h.state == "Unhealthy")),
+        )
+
+
+def _csv(indices: tuple[int, ...]) -> str:
+    return ",".join(str(i) for i in indices) or "none"

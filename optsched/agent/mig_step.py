@@ -1,0 +1,164 @@
+"""The MIG part of an agent pass: from ``spec.migLayout`` to a state, applying on the pass after ``Applying``.
+
+The states follow NVIDIA's mig-manager (``pending`` -> ``success``/``failed``)
+with one more step: a change is first published as ``Applying`` and made on
+the next pass, so the controller sees a GPU leave service before it changes.
+``Pending`` means the change waits for pods to leave the GPUs (the controller
+drains by no longer planning there); ``Failed`` is not retried until the spec
+changes (its ``metadata.generation`` moves). An apply interrupted by a crash
+is rolled back on the agent's first pass, then made again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from optsched.agent.devices import Discovery
+from optsched.agent.mig_apply import apply_layout, recover
+from optsched.agent.mig_spec import MigSpecError, MigStatus, desired_layout, previous_status
+from optsched.agent.podresources import PodDevices
+from optsched.agent.publish import device_index
+from optsched.mig.layout import MigSlot, layout_problems
+from optsched.mig.profiles import model_for
+
+if TYPE_CHECKING:  # the agent holds the backend and journal this step uses; imported for types only
+    from optsched.agent.cycle import NodeAgent, NodeView
+
+
+@dataclass(frozen=True)
+class MigEvent:
+    reason: str
+    message: str
+    type: str = "Normal"
+
+
+@dataclass(frozen=True)
+class MigOutcome:
+    status: MigStatus | None
+    events: tuple[MigEvent, ...] = ()
+    changed: bool = False
+
+
+@dataclass
+class _Events:
+    items: list[MigEvent] = field(default_factory=list)
+
+    def add(self, reason: str, message: str, kind: str = "Normal") -> None:
+        self.items.append(MigEvent(reason, message, kind))
+
+
+def _current(discovery: Discovery) -> dict[int, frozenset[tuple[str, int]]]:
+    return {g.index: frozenset((m.profile, m.start) for m in g.mig_instances) for g in discovery.gpus}
+
+
+def _busy(held: Sequence[PodDevices], discovery: Discovery) -> dict[int, list[str]]:
+    """GPU index -> the pods holding it (whole or a slice of it)."""
+    index = device_index(discovery)
+    out: dict[int, list[str]] = {}
+    for pod in held:
+        for container in pod.containers:
+            for _, ids in container.devices:
+                for device in ids:
+                    if device in index:
+                        out.setdefault(index[device], []).append(f"{pod.namespace}/{pod.name}")
+    for gpu in discovery.gpus:
+        if any(m.in_use for m in gpu.mig_instances):
+            out.setdefault(gpu.index, []).append("a process using one of its MIG instances")
+    return out
+
+
+def _changed(desired: Mapping[int, Sequence[MigSlot]], discovery: Discovery) -> list[int]:
+    current = _current(discovery)
+    return sorted(
+        gpu
+        for gpu, slots in desired.items()
+        if frozenset((s.profile, s.start) for s in slots) != current.get(gpu, frozenset())
+    )
+
+
+def _recover(agent: NodeAgent, events: _Events) -> None:
+    if agent.recovered or agent.journal is None:
+        return
+    result = recover(agent.backend.mig, agent.journal)
+    if result is not None:
+        events.add("MIGLayoutRolledBack", result.message, "Warning")
+
+
+def mig_step(
+    agent: NodeAgent, view: NodeView, discovery: Discovery, held: Sequence[PodDevices]
+) -> MigOutcome:
+    events = _Events()
+    _recover(agent, events)
+    node_gpus: Mapping[str, Any] = view.node_gpus or {}
+    generation = int((node_gpus.get("metadata") or {}).get("generation") or 0)
+    raw_status, raw_spec = node_gpus.get("status"), node_gpus.get("spec")
+    previous = previous_status(raw_status if isinstance(raw_status, dict) else {})
+    spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
+    try:
+        desired = desired_layout(spec, len(discovery.gpus))
+    except MigSpecError as exc:
+        return _failed(generation, str(exc), previous, events)
+    if desired is None:
+        return MigOutcome(previous, tuple(events.items))
+    if previous and previous.observed_generation == generation and previous.state == "Failed":
+        return MigOutcome(previous, tuple(events.items))
+    changed = _changed(desired, discovery)
+    if not changed:
+        done = MigStatus("Success", "the layout is applied", generation)
+        return MigOutcome(done, tuple(events.items))
+    problems = _problems(desired, changed, discovery)
+    if problems:
+        return _failed(generation, "; ".join(problems), previous, events)
+    busy = _busy(held, discovery)
+    waiting = {gpu: busy[gpu] for gpu in changed if gpu in busy}
+    if waiting:
+        who = "; ".join(f"GPU {g}: {', '.join(sorted(set(p)))}" for g, p in sorted(waiting.items()))
+        return MigOutcome(
+            MigStatus("Pending", f"waiting for the GPUs to be idle ({who})", generation), tuple(events.items)
+        )
+    if not (previous and previous.state == "Applying" and previous.observed_generation == generation):
+        message = f"changing GPUs {', '.join(str(g) for g in changed)}"
+        return MigOutcome(MigStatus("Applying", message, generation), tuple(events.items))
+    return _apply(agent, desired, changed, discovery, generation, events)
+
+
+def _problems(
+    desired: Mapping[int, Sequence[MigSlot]], changed: list[int], discovery: Discovery
+) -> list[str]:
+    """Why the wanted layout cannot be made, found before any GPU leaves service."""
+    out = []
+    for gpu in changed:
+        device = discovery.by_index(gpu)
+        model = model_for(device.product, device.memory_mib)
+        if model is None or not device.mig_capable:
+            out.append(f"GPU {gpu} ({device.product}) does not support MIG")
+            continue
+        out.extend(f"GPU {gpu}: {problem}" for problem in layout_problems(model, desired[gpu]))
+    return out
+
+
+def _apply(
+    agent: NodeAgent,
+    desired: Mapping[int, Sequence[MigSlot]],
+    changed: list[int],
+    discovery: Discovery,
+    generation: int,
+    events: _Events,
+) -> MigOutcome:
+    assert agent.journal is not None
+    models = {g.index: model_for(g.product, g.memory_mib) for g in discovery.gpus}
+    wanted = {gpu: list(desired[gpu]) for gpu in changed}
+    result = apply_layout(agent.backend.mig, models, wanted, frozenset(), agent.journal)
+    if result.state == "Success":
+        events.add("MIGLayoutApplied", f"MIG layout applied on GPUs {', '.join(map(str, result.changed))}")
+        return MigOutcome(MigStatus("Success", result.message, generation), tuple(events.items), True)
+    events.add("MIGLayoutFailed", result.message, "Warning")
+    return MigOutcome(MigStatus("Failed", result.message, generation), tuple(events.items), True)
+
+
+def _failed(generation: int, message: str, previous: MigStatus | None, events: _Events) -> MigOutcome:
+    if not (previous and previous.state == "Failed" and previous.observed_generation == generation):
+        events.add("MIGLayoutFailed", message, "Warning")
+    return MigOutcome(MigStatus("Failed", message, generation), tuple(events.items))

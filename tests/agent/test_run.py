@@ -1,0 +1,102 @@
+"""The agent's API edge against a fake API server: what it writes, and that it writes only what changed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from optsched.agent.metrics import AgentMetrics
+from optsched.agent.profile import resolve_profiles
+from optsched.agent.run import AgentRunner
+from optsched.agent.serve import PROFILE_LABEL, AgentFactory, ServeOptions
+from optsched.kube.client import Client
+from optsched.kube.writer import Writer
+from tests.kube.fake import FakeCluster, FakeTransport, status
+
+
+def gpu_node(name: str, profile: str | None) -> dict[str, Any]:
+    labels = {PROFILE_LABEL: profile} if profile else {}
+    return {"kind": "Node", "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels}, "status": {}}
+
+
+class Recorder:
+    def __init__(self, fail_node: str | None = None) -> None:
+        self.writes: list[tuple[str, str, Any]] = []
+        self.fail_node = fail_node
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        self.writes.append((request.method, request.url.path, body))
+        if self.fail_node and self.fail_node in request.url.path:
+            return status(500, "etcd is unhappy")
+        return httpx.Response(200, json={})
+
+
+def runner(objects: list[dict[str, Any]], recorder: Recorder, tmp_path: Path) -> AgentRunner:
+    profiles = tuple(p for name in ("dgx-h100", "t4") for p in resolve_profiles(name))
+    options = ServeOptions(simulate=True, profiles=profiles, state_dir=tmp_path)
+    client = Client(FakeTransport(FakeCluster(objects, served=("optsched.io/v1alpha1",), write=recorder)))
+    return AgentRunner(
+        client, Writer(client, field_manager="optsched-agent"), AgentFactory(options), AgentMetrics()
+    )
+
+
+def test_a_pass_creates_node_gpus_owned_by_the_node_and_publishes_status_and_annotation(
+    tmp_path: Path,
+) -> None:
+    rec = Recorder()
+    reports = asyncio.run(
+        runner([gpu_node("h1", "dgx-h100"), gpu_node("other", None)], rec, tmp_path).pass_once()
+    )
+    assert [r.node for r in reports] == ["h1"], "a node no profile names is not served"
+    created = [b for m, p, b in rec.writes if m == "POST" and p.endswith("/nodegpus")]
+    assert created[0]["metadata"]["ownerReferences"][0] == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": "h1",
+        "uid": "uid-h1",
+    }
+    (status_patch,) = [b for m, p, b in rec.writes if p.endswith("/nodegpus/h1/status")]
+    assert len(status_patch["status"]["gpus"]) == 8 and status_patch["status"]["heartbeat"]
+    (node_patch,) = [b for m, p, b in rec.writes if m == "PATCH" and p.endswith("/nodes/h1")]
+    value = json.loads(node_patch["metadata"]["annotations"]["optsched.io/gpu-topology"])
+    assert value["nvlinkIslands"] == [[0, 1, 2, 3, 4, 5, 6, 7]]
+    (capacity,) = [b for m, p, b in rec.writes if p.endswith("/nodes/h1/status")]
+    assert capacity["status"]["capacity"]["nvidia.com/gpu"] == "8"
+
+
+def test_a_second_pass_over_an_unchanged_node_writes_nothing_until_the_heartbeat_is_due(
+    tmp_path: Path,
+) -> None:
+    first = Recorder()
+    node = gpu_node("h1", "dgx-h100")
+    report = asyncio.run(runner([node], first, tmp_path).pass_once())[0]
+    node["metadata"]["annotations"] = {"optsched.io/gpu-topology": report.annotation}
+    node["metadata"]["labels"].update(report.labels)
+    assert report.resources is not None
+    node["status"] = {"capacity": report.resources[0], "allocatable": report.resources[1]}
+    published = {
+        "kind": "NodeGPUs",
+        "metadata": {"name": "h1"},
+        "status": {**report.status, "heartbeat": "x"},
+    }
+    second = Recorder()
+    again = runner([node, published], second, tmp_path)
+    again.heartbeat_s = 3600
+    again.beats["h1"] = time.monotonic()
+    asyncio.run(again.pass_once())
+    assert second.writes == []
+
+
+def test_one_node_that_cannot_be_written_never_stops_the_others(tmp_path: Path) -> None:
+    rec = Recorder(fail_node="h1")
+    objects = [gpu_node("h1", "dgx-h100"), gpu_node("t1", "t4")]
+    r = runner(objects, rec, tmp_path)
+    reports = asyncio.run(r.pass_once())
+    assert [x.node for x in reports] == ["t1"]
+    assert r.metrics.errors.labels("h1", "publish")._value.get() == 1
