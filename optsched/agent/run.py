@@ -41,6 +41,15 @@ def _stamp(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def without_nulls(value: Any) -> Any:
+    """The value as the server keeps it after a merge patch, where ``null`` removes a key."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
 class AgentRunner:
     def __init__(
         self,
@@ -60,6 +69,7 @@ class AgentRunner:
         self.heartbeat_s = heartbeat_s
         self.agents: dict[str, NodeAgent] = {}
         self.beats: dict[str, float] = {}
+        self.crd_missing = False
 
     async def _read(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, list[Any]]]:
         if len(self.nodes) == 1:
@@ -68,13 +78,29 @@ class AgentRunner:
         else:
             nodes = await self.client.list("v1", "nodes")
             pod_selector = TERMINAL
-        gpus = {_name(o): o for o in await self.client.list(NODE_GPUS_API, NODE_GPUS_PLURAL)}
+        gpus = {_name(o): o for o in await self._node_gpus()}
         pods: dict[str, list[Any]] = {}
         for pod in await self.client.list("v1", "pods", field_selector=pod_selector):
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
                 pods.setdefault(str(node), []).append(pod)
         return nodes, gpus, pods
+
+    async def _node_gpus(self) -> list[dict[str, Any]]:
+        """Every ``NodeGPUs``; none while the CRD is not installed (the annotation is still published)."""
+        try:
+            found = await self.client.list(NODE_GPUS_API, NODE_GPUS_PLURAL)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            if not self.crd_missing:
+                log.warning(
+                    "the NodeGPUs CRD is not installed (manifests/crd): publishing the annotation only"
+                )
+            self.crd_missing = True
+            return []
+        self.crd_missing = False
+        return found
 
     def _agent(self, node: Mapping[str, Any]) -> NodeAgent | None:
         name = _name(node)
@@ -183,6 +209,8 @@ class AgentRunner:
                 await self.writer.merge_patch("v1", "nodes", report.node, body, subresource="status")
 
     async def _publish_node_gpus(self, report: NodeReport, view: NodeView, at: datetime) -> None:
+        if self.crd_missing:
+            return
         current = view.node_gpus
         if current is None:
             uid = str((view.node.get("metadata") or {}).get("uid", ""))
@@ -190,7 +218,7 @@ class AgentRunner:
         have = dict((current or {}).get("status") or {})
         have.pop("heartbeat", None)
         due = time.monotonic() - self.beats.get(report.node, float("-inf")) >= self.heartbeat_s
-        if have == report.status and not due:
+        if have == without_nulls(report.status) and not due:
             return
         body = {"status": {**report.status, "heartbeat": _stamp(at)}}
         for key in set(have) - set(report.status):

@@ -68,7 +68,7 @@ def _offline(options: ServeOptions, nodes: int, passes: int) -> tuple[list[float
 
 
 def _online(
-    options: ServeOptions, kubeconfig: str, passes: int
+    options: ServeOptions, kubeconfig: str, passes: int, heartbeat_s: float
 ) -> tuple[list[float], list[float], list[float], int]:
     # The API client is only needed when a cluster is named.
     from optsched.agent.run import AgentRunner
@@ -78,7 +78,11 @@ def _online(
     async def go() -> tuple[list[float], list[float], list[float], int]:
         client = await Client.connect(kubeconfig)
         runner = AgentRunner(
-            client, Writer(client, field_manager="optsched-agent"), AgentFactory(options), AgentMetrics()
+            client,
+            Writer(client, field_manager="optsched-agent"),
+            AgentFactory(options),
+            AgentMetrics(),
+            heartbeat_s=heartbeat_s,
         )
         discovery: list[float] = []
         walls: list[float] = []
@@ -103,7 +107,7 @@ def run_agent_bench(args: argparse.Namespace) -> int:
         options = ServeOptions(simulate=True, profiles=profiles[:1], state_dir=Path(state))
         rss_before = _rss_mib()
         if args.kubeconfig:
-            discovery, walls, cpus, nodes = _online(options, args.kubeconfig, args.passes)
+            discovery, walls, cpus, nodes = _online(options, args.kubeconfig, args.passes, args.heartbeat)
         else:
             discovery, walls, cpus = _offline(options, args.nodes, args.passes)
             nodes = args.nodes

@@ -125,6 +125,7 @@ def _add_agent(sub: Any) -> None:
     p.add_argument("--hardware", default="dgx-h100", help="hardware profile (file or shipped name)")
     p.add_argument("--passes", type=int, default=3, help="passes over every node (default 3)")
     p.add_argument("--kubeconfig", default=None, help="run against this cluster, serving every node in it")
+    p.add_argument("--heartbeat", type=float, default=60.0, help="NodeGPUs heartbeat seconds (default 60)")
     p.set_defaults(func=run_agent_command)
 
 

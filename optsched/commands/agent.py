@@ -157,6 +157,7 @@ def agent_command(args: argparse.Namespace) -> int:
     if args.print_only:
         return _print_once(options, nodes)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns what matters
     return asyncio.run(_serve(args, options, nodes))
 
 

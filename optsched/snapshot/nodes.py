@@ -18,6 +18,7 @@ from optsched.model.names import (
 )
 from optsched.model.snapshot import FULL_GPU_MILLI, AssumedPod, Node, NodeUsage, PodRequest
 from optsched.snapshot.fields import describe, get_list, get_map, get_str, string_map
+from optsched.snapshot.gpu_count import gpu_index_space
 from optsched.snapshot.hami import DeviceUse, HamiNode, pod_devices, read_register
 from optsched.snapshot.node_gpus import NodeGpuFacts, PodDevices
 from optsched.snapshot.pods import gpu_indices, is_terminal, pod_request, share_milli_for_usage, valid_indices
@@ -63,6 +64,7 @@ def parse_node(
             return None, [warning + "node left out of planning"]
         gpu_count = hami.gpu_count
     facts = (node_gpus or {}).get(name)
+    gpu_count = gpu_count if hami else gpu_index_space(obj, gpu_count, facts, annotations, MAX_GPUS_PER_NODE)
     topology, gpu_count, notes = _topology(name, annotations, gpu_count, facts, hami=hami is not None)
     if topology is None:
         return None, notes

@@ -12,8 +12,9 @@ import httpx
 
 from optsched.agent.metrics import AgentMetrics
 from optsched.agent.profile import resolve_profiles
-from optsched.agent.run import AgentRunner
+from optsched.agent.run import AgentRunner, without_nulls
 from optsched.agent.serve import PROFILE_LABEL, AgentFactory, ServeOptions
+from optsched.agent.simulated import inject_xid
 from optsched.kube.client import Client
 from optsched.kube.writer import Writer
 from tests.kube.fake import FakeCluster, FakeTransport, status
@@ -83,7 +84,8 @@ def test_a_second_pass_over_an_unchanged_node_writes_nothing_until_the_heartbeat
     published = {
         "kind": "NodeGPUs",
         "metadata": {"name": "h1"},
-        "status": {**report.status, "heartbeat": "x"},
+        # As the server keeps it after a merge patch: null values (clique) removed.
+        "status": {**without_nulls(report.status), "heartbeat": "x"},
     }
     second = Recorder()
     again = runner([node, published], second, tmp_path)
@@ -100,3 +102,46 @@ def test_one_node_that_cannot_be_written_never_stops_the_others(tmp_path: Path) 
     reports = asyncio.run(r.pass_once())
     assert [x.node for x in reports] == ["t1"]
     assert r.metrics.errors.labels("h1", "publish")._value.get() == 1
+
+
+def test_an_unhealthy_gpu_and_a_drifted_pod_show_in_the_metrics(tmp_path: Path) -> None:
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "team",
+            "uid": "u",
+            "annotations": {"optsched.io/gpus": "6,7"},
+        },
+        "spec": {
+            "nodeName": "t1",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}],
+        },
+    }
+    r = runner([gpu_node("t1", "t4"), pod], Recorder(), tmp_path)
+    (tmp_path / "t1").mkdir(parents=True, exist_ok=True)
+    inject_xid(tmp_path / "t1", 1, 94)
+    (report,) = asyncio.run(r.pass_once())
+    assert report.unhealthy == (1,)
+    uuid = report.status["gpus"][1]["uuid"]
+    registry = r.metrics.registry
+    assert (
+        registry.get_sample_value("optsched_agent_gpu_healthy", {"node": "t1", "gpu": "1", "uuid": uuid}) == 0
+    )
+    assert registry.get_sample_value("optsched_agent_unhealthy_gpus", {"node": "t1"}) == 1
+    assert registry.get_sample_value("optsched_agent_drift_pods", {"node": "t1"}) == 1
+    assert registry.get_sample_value("optsched_agent_drift_detected_total", {"node": "t1"}) == 1
+    events = [e.reason for e in report.events]
+    assert sorted(events) == ["GPUDrift", "GPUUnhealthy"]
+
+
+def test_without_the_crd_the_annotation_is_still_published(tmp_path: Path) -> None:
+    rec = Recorder()
+    client = Client(FakeTransport(FakeCluster([gpu_node("h1", "dgx-h100")], served=(), write=rec)))
+    options = ServeOptions(simulate=True, profiles=tuple(resolve_profiles("dgx-h100")), state_dir=tmp_path)
+    r = AgentRunner(client, Writer(client), AgentFactory(options), AgentMetrics())
+    (report,) = asyncio.run(r.pass_once())
+    assert r.crd_missing
+    assert not [p for _, p, _ in rec.writes if "nodegpus" in p]
+    assert [p for m, p, _ in rec.writes if m == "PATCH" and p.endswith("/nodes/h1")]
+    assert report.status["gpus"]

@@ -326,7 +326,7 @@ def test_the_agent_is_probed_on_healthz_and_bounded() -> None:
         port = probe["httpGet"]["port"]
         assert probe["httpGet"]["path"] == "/healthz" and ports.get(port, port) == 9401
     assert agent["resources"] == {
-        "requests": {"cpu": "50m", "memory": "64Mi"},
+        "requests": {"cpu": "50m", "memory": "128Mi"},
         "limits": {"cpu": "500m", "memory": "256Mi"},
     }
 
