@@ -21,6 +21,7 @@ from optsched.agent.drift import Drift, find_drift, held_indices, planned_indice
 from optsched.agent.health import HEALTHY, GpuHealth, critical_events, next_health
 from optsched.agent.held import HeldDevices
 from optsched.agent.islands import islands
+from optsched.agent.mig_apply import recover
 from optsched.agent.mig_step import MigOutcome, mig_step
 from optsched.agent.podresources import PodDevices
 from optsched.agent.publish import (
@@ -75,6 +76,7 @@ class NodeReport:
     discovery_seconds: float
     mig: MigOutcome | None
     unhealthy: tuple[int, ...]
+    ignored_xids: frozenset[int] = frozenset()
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -87,14 +89,19 @@ def _part(obj: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def seeded_health(status: Mapping[str, Any]) -> dict[int, GpuHealth]:
-    """Unhealthy GPUs already published: a restarted agent keeps them unhealthy (the XID is not undone)."""
+def seeded_health(status: Mapping[str, Any], discovery: Discovery) -> dict[int, GpuHealth]:
+    """Unhealthy GPUs already published: a restarted agent keeps them unhealthy (the XID is not undone).
+
+    Matched by UUID, not index: a replaced board or a renumbering never marks
+    another GPU unhealthy. Deleting the node's ``NodeGPUs`` clears the memory.
+    """
+    index_of = {g.uuid: g.index for g in discovery.gpus}
     out: dict[int, GpuHealth] = {}
     gpus = status.get("gpus")
     for gpu in gpus if isinstance(gpus, list) else []:
         health = gpu.get("health") if isinstance(gpu, dict) else None
-        index = gpu.get("index") if isinstance(gpu, dict) else None
-        if isinstance(health, dict) and health.get("state") == "Unhealthy" and isinstance(index, int):
+        index = index_of.get(str(gpu.get("uuid"))) if isinstance(gpu, dict) else None
+        if isinstance(health, dict) and health.get("state") == "Unhealthy" and index is not None:
             out[index] = GpuHealth("Unhealthy", str(health.get("reason", "")))
     return out
 
@@ -114,6 +121,16 @@ class NodeAgent:
     reported_drift: set[tuple[str, str, tuple[int, ...]]] = field(default_factory=set)
     recovered: bool = False
 
+    def _recover(self, view: NodeView) -> list[AgentEvent]:
+        """On the first pass: an apply a crash interrupted is rolled back before anything is read."""
+        if self.recovered or self.journal is None:
+            return []
+        self.recovered = True
+        result = recover(self.backend.mig, self.journal)
+        if result is None:
+            return []
+        return [self._node_event(view, "MIGLayoutRolledBack", result.message)]
+
     def _discover(self) -> tuple[Discovery, float]:
         started = time.perf_counter()
         discovery = self.backend.discover()
@@ -121,7 +138,7 @@ class NodeAgent:
 
     def _judge_health(self, view: NodeView, discovery: Discovery) -> tuple[list[XidEvent], list[AgentEvent]]:
         if self.health is None:
-            self.health = seeded_health(_part(view.node_gpus, "status"))
+            self.health = seeded_health(_part(view.node_gpus, "status"), discovery)
         xids = self.backend.xid_events()
         before = self.health
         self.health = next_health(before, critical_events(xids, self.ignored_xids), len(discovery.gpus))
@@ -178,20 +195,21 @@ class NodeAgent:
 
     def cycle(self, view: NodeView) -> NodeReport:
         """One pass; raises BackendError when the GPUs cannot be read at all (the runner reports it)."""
+        recovered = self._recover(view)
         discovery, seconds = self._discover()
         xids, events = self._judge_health(view, discovery)
+        events.extend(recovered)
         assert self.health is not None
         unhealthy = frozenset(i for i, h in self.health.items() if h.state == "Unhealthy")
         status_in = _part(view.node_gpus, "status")
         held = self.held_source.held(view.pods, status_in, discovery, unhealthy)
         mig = None
         if self.journal is not None:
-            mig = mig_step(self, view, discovery, held)
+            mig = mig_step(self, view, discovery, held, rolled_back=bool(recovered))
             events.extend(self._node_event(view, e.reason, e.message, e.type) for e in mig.events)
             if mig.changed:
                 discovery, _ = self._discover()
                 held = self.held_source.held(view.pods, status_in, discovery, unhealthy)
-        self.recovered = True
         drift, drift_events = self._drift(view, held, discovery)
         events.extend(drift_events)
         return self._report(view, discovery, held, seconds, xids, mig, drift, events)
@@ -230,6 +248,7 @@ class NodeAgent:
             discovery_seconds=seconds,
             mig=mig,
             unhealthy=tuple(sorted(i for i, h in self.health.items() if h.state == "Unhealthy")),
+            ignored_xids=self.ignored_xids,
         )
 
 

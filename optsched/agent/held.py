@@ -9,15 +9,17 @@ new pods get what NVIDIA's best-effort policy would choose.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from optsched.agent.backend import BackendError
 from optsched.agent.device_plugin import allocate, pod_from_object
 from optsched.agent.devices import Discovery
 from optsched.agent.podresources import ContainerDevices, PodDevices, PodResourcesClient
 from optsched.model.names import GPU_RESOURCE, MIG_PREFIX
 
-GPU_RESOURCE_PREFIX = "nvidia.com/"
+log = logging.getLogger("optsched.agent")
 
 
 class HeldDevices(Protocol):
@@ -58,7 +60,13 @@ class KubeletHeld:
         discovery: Discovery,
         unhealthy: frozenset[int],
     ) -> list[PodDevices]:
-        listed = (_gpu_devices_only(p) for p in self.client.list())
+        try:
+            answer = self.client.list()
+        except BackendError as exc:
+            # Health and topology still get published; the holdings stay as last seen.
+            log.warning("kubelet's PodResources cannot be read (%s); keeping the devices last published", exc)
+            return previous_holdings(previous)
+        listed = (_gpu_devices_only(p) for p in answer)
         return [p for p in listed if p is not None]
 
 

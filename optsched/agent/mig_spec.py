@@ -63,6 +63,8 @@ def desired_layout(spec: Mapping[str, Any], gpu_count: int) -> dict[int, list[Mi
     out: dict[int, list[MigSlot]] = {}
     for number, entry in enumerate(raw):
         where = f"spec.migLayout[{number}]"
+        if gpu_count == 0:
+            raise MigSpecError(f"{where}: the node has no GPUs")
         if not isinstance(entry, dict) or set(entry) - {"gpu", "instances"}:
             raise MigSpecError(f"{where}: expected {{gpu, instances}}, got {entry!r}")
         gpu = _int(entry.get("gpu"), f"{where}.gpu", 0, max(gpu_count - 1, 0))

@@ -11,20 +11,27 @@ is rolled back on the agent's first pass, then made again.
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from optsched.agent.devices import Discovery
-from optsched.agent.mig_apply import apply_layout, recover
+from optsched.agent.mig_apply import apply_layout
 from optsched.agent.mig_spec import MigSpecError, MigStatus, desired_layout, previous_status
 from optsched.agent.podresources import PodDevices
 from optsched.agent.publish import device_index
 from optsched.mig.layout import MigSlot, layout_problems
 from optsched.mig.profiles import model_for
+from optsched.model.names import MIG_PREFIX
 
 if TYPE_CHECKING:  # the agent holds the backend and journal this step uses; imported for types only
     from optsched.agent.cycle import NodeAgent, NodeView
+
+
+MAX_INTERRUPTIONS = 3
+"""Crashes in the middle of one layout's apply before it is given up as Failed."""
 
 
 @dataclass(frozen=True)
@@ -53,10 +60,35 @@ def _current(discovery: Discovery) -> dict[int, frozenset[tuple[str, int]]]:
     return {g.index: frozenset((m.profile, m.start) for m in g.mig_instances) for g in discovery.gpus}
 
 
-def _busy(held: Sequence[PodDevices], discovery: Discovery) -> dict[int, list[str]]:
+def _slice_users(pods: Sequence[Mapping[str, Any]], discovery: Discovery) -> dict[int, list[str]]:
+    """GPUs offering a MIG profile some pod on the node asks for: busy, whichever slice it got.
+
+    A simulated node hands out no MIG devices, so which slice a pod holds is
+    unknown there; every GPU with an instance of its profile is kept as it is.
+    """
+    out: dict[int, list[str]] = {}
+    for pod in pods:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        wanted = {
+            key.removeprefix(MIG_PREFIX)
+            for container in spec.get("containers") or []
+            if isinstance(container, dict)
+            for part in ("limits", "requests")
+            for key in (container.get("resources") or {}).get(part) or {}
+            if isinstance(key, str) and key.startswith(MIG_PREFIX)
+        }
+        for gpu in discovery.gpus:
+            if wanted & {m.profile for m in gpu.mig_instances}:
+                out.setdefault(gpu.index, []).append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+    return out
+
+
+def _busy(
+    held: Sequence[PodDevices], discovery: Discovery, pods: Sequence[Mapping[str, Any]]
+) -> dict[int, list[str]]:
     """GPU index -> the pods holding it (whole or a slice of it)."""
     index = device_index(discovery)
-    out: dict[int, list[str]] = {}
+    out = _slice_users(pods, discovery)
     for pod in held:
         for container in pod.containers:
             for _, ids in container.devices:
@@ -78,19 +110,32 @@ def _changed(desired: Mapping[int, Sequence[MigSlot]], discovery: Discovery) -> 
     )
 
 
-def _recover(agent: NodeAgent, events: _Events) -> None:
-    if agent.recovered or agent.journal is None:
-        return
-    result = recover(agent.backend.mig, agent.journal)
-    if result is not None:
-        events.add("MIGLayoutRolledBack", result.message, "Warning")
+def _interruptions(agent: NodeAgent, generation: int, rolled_back: bool) -> int:
+    """How often an apply of this generation was cut short by a crash (kept beside the journal)."""
+    assert agent.journal is not None
+    path = agent.journal.with_name("mig-interrupted.json")
+    try:
+        seen = json.loads(path.read_text())
+        count = int(seen["interrupted"]) if seen.get("generation") == generation else 0
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        count = 0
+    if rolled_back:
+        count += 1
+        with contextlib.suppress(OSError):
+            path.write_text(json.dumps({"generation": generation, "interrupted": count}))
+    return count
 
 
 def mig_step(
-    agent: NodeAgent, view: NodeView, discovery: Discovery, held: Sequence[PodDevices]
+    agent: NodeAgent,
+    view: NodeView,
+    discovery: Discovery,
+    held: Sequence[PodDevices],
+    *,
+    rolled_back: bool = False,
 ) -> MigOutcome:
+    """This pass's MIG state; ``rolled_back``: an interrupted apply was just undone."""
     events = _Events()
-    _recover(agent, events)
     node_gpus: Mapping[str, Any] = view.node_gpus or {}
     generation = int((node_gpus.get("metadata") or {}).get("generation") or 0)
     raw_status, raw_spec = node_gpus.get("status"), node_gpus.get("spec")
@@ -101,17 +146,19 @@ def mig_step(
     except MigSpecError as exc:
         return _failed(generation, str(exc), previous, events)
     if desired is None:
-        return MigOutcome(previous, tuple(events.items))
+        return MigOutcome(None, tuple(events.items))
     if previous and previous.observed_generation == generation and previous.state == "Failed":
         return MigOutcome(previous, tuple(events.items))
     changed = _changed(desired, discovery)
     if not changed:
         done = MigStatus("Success", "the layout is applied", generation)
         return MigOutcome(done, tuple(events.items))
-    problems = _problems(desired, changed, discovery)
+    problems = _problems(desired, changed, discovery, simulated=agent.simulated)
+    if _interruptions(agent, generation, rolled_back) >= MAX_INTERRUPTIONS:
+        problems.append(f"an apply of this layout was interrupted {MAX_INTERRUPTIONS} times; not retried")
     if problems:
         return _failed(generation, "; ".join(problems), previous, events)
-    busy = _busy(held, discovery)
+    busy = _busy(held, discovery, view.pods)
     waiting = {gpu: busy[gpu] for gpu in changed if gpu in busy}
     if waiting:
         who = "; ".join(f"GPU {g}: {', '.join(sorted(set(p)))}" for g, p in sorted(waiting.items()))
@@ -125,7 +172,7 @@ def mig_step(
 
 
 def _problems(
-    desired: Mapping[int, Sequence[MigSlot]], changed: list[int], discovery: Discovery
+    desired: Mapping[int, Sequence[MigSlot]], changed: list[int], discovery: Discovery, *, simulated: bool
 ) -> list[str]:
     """Why the wanted layout cannot be made, found before any GPU leaves service."""
     out = []
@@ -134,6 +181,11 @@ def _problems(
         model = model_for(device.product, device.memory_mib)
         if model is None or not device.mig_capable:
             out.append(f"GPU {gpu} ({device.product}) does not support MIG")
+            continue
+        if not simulated and not device.mig_enabled:
+            out.append(
+                f"GPU {gpu}: MIG mode is off (enabling it needs a GPU reset: nvidia-smi -i {gpu} -mig 1)"
+            )
             continue
         out.extend(f"GPU {gpu}: {problem}" for problem in layout_problems(model, desired[gpu]))
     return out

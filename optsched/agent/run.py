@@ -20,6 +20,7 @@ from typing import Any
 
 from optsched.agent.backend import BackendError
 from optsched.agent.cycle import NodeAgent, NodeReport, NodeView
+from optsched.agent.health import APPLICATION_XIDS
 from optsched.agent.metrics import AgentMetrics
 from optsched.agent.objects import node_gpus_skeleton
 from optsched.kube.client import ApiError, Client
@@ -89,7 +90,8 @@ class AgentRunner:
     async def _node_gpus(self) -> list[dict[str, Any]]:
         """Every ``NodeGPUs``; none while the CRD is not installed (the annotation is still published)."""
         try:
-            found = await self.client.list(NODE_GPUS_API, NODE_GPUS_PLURAL)
+            only = f"metadata.name={self.nodes[0]}" if len(self.nodes) == 1 else None
+            found = await self.client.list(NODE_GPUS_API, NODE_GPUS_PLURAL, field_selector=only)
         except ApiError as exc:
             if not exc.not_found:
                 raise
@@ -135,6 +137,10 @@ class AgentRunner:
                 self.metrics.errors.labels(name, "discover").inc()
                 log.warning("node %s: %s", name, exc)
                 continue
+            except Exception:  # one node's defect must never stop the others: logged, counted, retried
+                self.metrics.errors.labels(name, "internal").inc()
+                log.exception("node %s: the pass failed", name)
+                continue
             try:
                 await self._publish(report, view, now())
             except ApiError as exc:
@@ -153,11 +159,9 @@ class AgentRunner:
             healthy = gpu["health"]["state"] == "Healthy"
             m.gpu_healthy.labels(report.node, str(gpu["index"]), gpu["uuid"]).set(1 if healthy else 0)
         m.unhealthy.labels(report.node).set(len(report.unhealthy))
-        critical = set(report.unhealthy)
         for xid in report.xids:
-            m.xids.labels(
-                report.node, str(xid.gpu_index), str(xid.xid), str(xid.gpu_index in critical).lower()
-            ).inc()
+            critical = str(xid.xid not in APPLICATION_XIDS | report.ignored_xids).lower()
+            m.xids.labels(report.node, str(xid.gpu_index), str(xid.xid), critical).inc()
         m.drift.labels(report.node).set(len(report.drift))
         new_drift = sum(1 for e in report.events if e.reason == "GPUDrift")
         if new_drift:

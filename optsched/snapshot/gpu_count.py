@@ -6,7 +6,10 @@ with GPU 3 broken advertises 7 allocatable GPUs, still numbered 0..7. Where
 the node's NodeGPUs or ``optsched.io/gpu-topology`` annotation names at least
 as many unhealthy GPUs as allocatable falls short of capacity, the indices are
 capacity's and the unhealthy ones are kept out by index; otherwise (a
-shortfall nobody explains) allocatable's count stands, as before.
+shortfall nobody explains) allocatable's count stands, as before. A GPU with
+MIG enabled is the same case: NVIDIA's device plugin (mixed strategy)
+advertises its slices, not the GPU, so a NodeGPUs listing it keeps its index
+and whole-GPU placement skips it.
 """
 
 from __future__ import annotations
@@ -29,25 +32,30 @@ def gpu_index_space(
     annotations: Mapping[str, str],
     limit: int,
 ) -> int:
+    """The node's GPU indices: all it has where the GPUs it lacks in allocatable are accounted for."""
+    total = facts.gpu_count if facts is not None else _capacity(obj)
+    if total is None or not allocatable < total <= limit:
+        return allocatable
+    return total if total - allocatable <= _unusable(total, facts, annotations) else allocatable
+
+
+def _capacity(obj: dict[str, Any]) -> int | None:
     raw = get_map(obj, "status.capacity").get(GPU_RESOURCE)
     if raw is None:
-        return allocatable
+        return None
     try:
-        capacity = count(raw)
+        return count(raw)
     except InputError:
-        return allocatable
-    if not allocatable < capacity <= limit:
-        return allocatable
-    return capacity if capacity - allocatable <= _unhealthy(capacity, facts, annotations) else allocatable
+        return None
 
 
-def _unhealthy(capacity: int, facts: NodeGpuFacts | None, annotations: Mapping[str, str]) -> int:
+def _unusable(total: int, facts: NodeGpuFacts | None, annotations: Mapping[str, str]) -> int:
     if facts is not None:
-        return len(facts.topology.unhealthy) if facts.gpu_count == capacity else 0
+        return len(facts.topology.unhealthy)
     raw = annotations.get(GPU_TOPOLOGY_ANNOTATION)
     if raw is None:
         return 0
     try:
-        return len(parse_gpu_topology(raw, capacity).unhealthy)
+        return len(parse_gpu_topology(raw, total).unhealthy)
     except ValueError:
         return 0

@@ -87,6 +87,8 @@ class _Gpu:
     numa: int | None
     island: int | None
     healthy: bool
+    mig: bool = False
+    """MIG is enabled: the GPU is its slices (``nvidia.com/mig-*``), never a whole GPU."""
 
 
 def _optional_number(entry: dict[str, Any], key: str, *, obj: dict[str, Any], where: str) -> int | None:
@@ -132,6 +134,7 @@ def _gpu(entry: dict[str, Any], *, obj: dict[str, Any], where: str) -> _Gpu:
         numa=_optional_number(entry, "numa", obj=obj, where=where),
         island=_optional_number(entry, "island", obj=obj, where=where),
         healthy=state == "Healthy",
+        mig=as_map(entry.get("mig"), obj=obj, field=f"{where}.mig").get("enabled") is True,
     )
 
 
@@ -192,7 +195,8 @@ def read_node_gpus(obj: dict[str, Any]) -> NodeGpuFacts | None:
     topology = GpuTopology(
         islands=_islands(obj, gpus),
         numa=tuple(n for n in numa if n is not None) if None not in numa else (),
-        unhealthy=frozenset(g.index for g in gpus if not g.healthy),
+        # Whole-GPU placement skips unhealthy GPUs and those MIG partitions alike.
+        unhealthy=frozenset(g.index for g in gpus if not g.healthy or g.mig),
         uuids=tuple(g.uuid for g in gpus),
         pci_bus_ids=tuple(g.pci_bus_id for g in gpus) if all(g.pci_bus_id for g in gpus) else (),
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 from optsched.agent.cycle import NodeAgent, NodeView
 from optsched.agent.held import EmulatedHeld
+from optsched.agent.mig_step import MAX_INTERRUPTIONS, mig_step
 from optsched.agent.profile import resolve_profiles
 from optsched.agent.serve import ServeOptions, simulated_backend
 from optsched.agent.simulated import inject_xid
@@ -166,3 +167,34 @@ def test_a_gpu_without_mig_refuses_a_layout(tmp_path: Path) -> None:
     failed = agent.cycle(NodeView(node(), with_status({}, spec)))
     assert failed.status["migLayout"]["state"] == "Failed"
     assert "does not support MIG" in failed.status["migLayout"]["message"]
+
+
+def slice_pod(name: str, profile: str) -> dict[str, Any]:
+    limits = {f"nvidia.com/mig-{profile}": "1"}
+    return {
+        "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "main", "resources": {"limits": limits}}]},
+    }
+
+
+def test_a_pod_using_a_mig_slice_keeps_that_gpus_layout_until_it_leaves(tmp_path: Path) -> None:
+    agent = agent_for("a100-pcie-bridged", tmp_path)
+    first = {"migLayout": [{"gpu": 0, "instances": [{"profile": "7g.40gb", "start": 0}]}]}
+    applying = agent.cycle(NodeView(node(), with_status({}, first)))
+    done = agent.cycle(NodeView(node(), with_status(applying.status, first)))
+    assert done.status["migLayout"]["state"] == "Success"
+    second = {"migLayout": [{"gpu": 0, "instances": [{"profile": "3g.20gb", "start": 0}]}]}
+    pods = (slice_pod("infer", "7g.40gb"),)
+    waiting = agent.cycle(NodeView(node(), with_status(done.status, second, generation=2), pods))
+    assert waiting.status["migLayout"]["state"] == "Pending"
+    assert "team/infer" in waiting.status["migLayout"]["message"]
+    assert waiting.status["gpus"][0]["mig"]["instances"][0]["profile"] == "7g.40gb"
+
+
+def test_an_apply_interrupted_again_and_again_ends_failed(tmp_path: Path) -> None:
+    agent = agent_for("a100-pcie-bridged", tmp_path)
+    spec = {"migLayout": [{"gpu": 0, "instances": [{"profile": "7g.40gb", "start": 0}]}]}
+    view = NodeView(node(), with_status({"migLayout": {"state": "Applying", "observedGeneration": 1}}, spec))
+    discovery = agent.backend.discover()
+    states = [mig_step(agent, view, discovery, [], rolled_back=True) for _ in range(MAX_INTERRUPTIONS)]
+    assert [s.status.state for s in states if s.status] == ["Success"] * (MAX_INTERRUPTIONS - 1) + ["Failed"]

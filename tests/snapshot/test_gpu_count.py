@@ -36,3 +36,11 @@ def test_a_shortfall_nobody_explains_keeps_allocatables_count() -> None:
     assert len(n1.healthy_gpus) <= 6, "never more usable GPUs than the node advertises"
     (n2,) = snapshot_from_objects([degraded("n2", 7)]).nodes
     assert n2.gpu_count == 7
+
+
+def test_a_gpu_partitioned_by_mig_keeps_its_index_and_takes_no_whole_gpu_pod() -> None:
+    gpus = node_gpus("n1")
+    gpus["status"]["gpus"][0]["mig"] = {"capable": True, "enabled": True, "instances": []}
+    (n1,) = snapshot_from_objects([degraded("n1", 7, capacity=7), gpus]).nodes
+    assert n1.gpu_count == 8
+    assert n1.healthy_gpus == (1, 2, 3, 4, 5, 6, 7)

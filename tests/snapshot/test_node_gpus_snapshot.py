@@ -74,8 +74,17 @@ def test_the_annotation_fills_the_uuids_where_there_is_no_node_gpus() -> None:
     assert only_node(snap).gpu_uuids == tuple(uuids)
 
 
-def test_a_node_gpus_listing_more_gpus_than_the_node_advertises_is_fitted_with_a_warning() -> None:
+def test_a_node_advertising_fewer_gpus_by_exactly_its_unhealthy_ones_keeps_every_index() -> None:
     gpus = node_gpus("n1", islands=[[0, 1, 2, 3], [4, 5, 6, 7]], unhealthy=(2, 7))
+    snap = snapshot_from_objects([annotated("n1", None, gpus=6), gpus])
+    n1 = only_node(snap)
+    assert n1.gpu_count == 8, "kubelet leaves the 2 unhealthy GPUs out of allocatable"
+    assert n1.healthy_gpus == (0, 1, 3, 4, 5, 6)
+    assert snap.warnings == ()
+
+
+def test_a_node_gpus_listing_more_gpus_than_the_node_advertises_is_fitted_with_a_warning() -> None:
+    gpus = node_gpus("n1", islands=[[0, 1, 2, 3], [4, 5, 6, 7]], unhealthy=(2,))
     snap = snapshot_from_objects([annotated("n1", None, gpus=6), gpus])
     n1 = only_node(snap)
     assert n1.gpu_count == 6
