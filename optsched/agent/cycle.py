@@ -120,16 +120,20 @@ class NodeAgent:
     health: dict[int, GpuHealth] | None = None
     reported_drift: set[tuple[str, str, tuple[int, ...]]] = field(default_factory=set)
     recovered: bool = False
+    recovery_said: str = ""
+    """The last recovery message sent as an Event: a restore retried every pass is reported once."""
 
     def _recover(self, view: NodeView) -> list[AgentEvent]:
-        """On the first pass: an apply a crash interrupted is rolled back before anything is read."""
+        """An apply a crash interrupted is rolled back before anything is read (retried while it fails)."""
         if self.recovered or self.journal is None:
             return []
-        self.recovered = True
         result = recover(self.backend.mig, self.journal)
-        if result is None:
+        self.recovered = not self.journal.exists()
+        if result is None or result.message == self.recovery_said:
             return []
-        return [self._node_event(view, "MIGLayoutRolledBack", result.message)]
+        self.recovery_said = result.message
+        reason = "MIGLayoutRolledBack" if result.rolled_back else "MIGRestoreFailed"
+        return [self._node_event(view, reason, result.message)]
 
     def _discover(self) -> tuple[Discovery, float]:
         started = time.perf_counter()
