@@ -32,6 +32,7 @@ from optsched.agent.publish import (
     pods_view,
     topology_annotation,
 )
+from optsched.model.events import Event, EventType
 
 
 @dataclass(frozen=True)
@@ -48,20 +49,6 @@ class NodeView:
 
 
 @dataclass(frozen=True)
-class AgentEvent:
-    """An Event the agent records: on the Node, on a Pod or on the NodeGPUs object."""
-
-    kind: str
-    api_version: str
-    namespace: str
-    name: str
-    uid: str
-    reason: str
-    message: str
-    type: str = "Warning"
-
-
-@dataclass(frozen=True)
 class NodeReport:
     """Everything to publish for one node after one pass."""
 
@@ -70,7 +57,7 @@ class NodeReport:
     labels: dict[str, str]
     status: dict[str, Any]
     resources: tuple[dict[str, str], dict[str, str]] | None
-    events: tuple[AgentEvent, ...]
+    events: tuple[Event, ...]
     drift: tuple[Drift, ...]
     xids: tuple[XidEvent, ...]
     discovery_seconds: float
@@ -123,7 +110,7 @@ class NodeAgent:
     recovery_said: str = ""
     """The last recovery message sent as an Event: a restore retried every pass is reported once."""
 
-    def _recover(self, view: NodeView) -> list[AgentEvent]:
+    def _recover(self, view: NodeView) -> list[Event]:
         """An apply a crash interrupted is rolled back before anything is read (retried while it fails)."""
         if self.recovered or self.journal is None:
             return []
@@ -140,7 +127,7 @@ class NodeAgent:
         discovery = self.backend.discover()
         return discovery, time.perf_counter() - started
 
-    def _judge_health(self, view: NodeView, discovery: Discovery) -> tuple[list[XidEvent], list[AgentEvent]]:
+    def _judge_health(self, view: NodeView, discovery: Discovery) -> tuple[list[XidEvent], list[Event]]:
         if self.health is None:
             self.health = seeded_health(_part(view.node_gpus, "status"), discovery)
         xids = self.backend.xid_events()
@@ -159,14 +146,14 @@ class NodeAgent:
                 )
         return xids, events
 
-    def _node_event(self, view: NodeView, reason: str, message: str, kind: str = "Warning") -> AgentEvent:
-        return AgentEvent(
-            "Node", "v1", "", self.node, str(_meta(view.node).get("uid", "")), reason, message, kind
-        )
+    def _node_event(
+        self, view: NodeView, reason: str, message: str, kind: EventType = EventType.WARNING
+    ) -> Event:
+        return Event("Node", "v1", "", self.node, str(_meta(view.node).get("uid", "")), reason, message, kind)
 
     def _drift(
         self, view: NodeView, held: list[PodDevices], discovery: Discovery
-    ) -> tuple[list[Drift], list[AgentEvent]]:
+    ) -> tuple[list[Drift], list[Event]]:
         planned = {}
         uids = {}
         for pod in view.pods:
@@ -184,7 +171,7 @@ class NodeAgent:
                 continue
             self.reported_drift.add(seen)
             events.append(
-                AgentEvent(
+                Event(
                     "Pod",
                     "v1",
                     d.namespace,
@@ -227,7 +214,7 @@ class NodeAgent:
         xids: list[XidEvent],
         mig: MigOutcome | None,
         drift: list[Drift],
-        events: list[AgentEvent],
+        events: list[Event],
     ) -> NodeReport:
         assert self.health is not None
         groups = islands(len(discovery.gpus), discovery.nvlinks, discovery.nvswitch)

@@ -24,6 +24,7 @@ from optsched.agent.podresources import PodDevices
 from optsched.agent.publish import device_index
 from optsched.mig.layout import MigSlot, layout_problems
 from optsched.mig.profiles import model_for
+from optsched.model.events import EventType
 from optsched.model.names import MIG_PREFIX
 
 if TYPE_CHECKING:  # the agent holds the backend and journal this step uses; imported for types only
@@ -38,7 +39,7 @@ MAX_INTERRUPTIONS = 3
 class MigEvent:
     reason: str
     message: str
-    type: str = "Normal"
+    type: EventType = EventType.NORMAL
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class MigOutcome:
 class _Events:
     items: list[MigEvent] = field(default_factory=list)
 
-    def add(self, reason: str, message: str, kind: str = "Normal") -> None:
+    def add(self, reason: str, message: str, kind: EventType = EventType.NORMAL) -> None:
         self.items.append(MigEvent(reason, message, kind))
 
 
@@ -206,11 +207,11 @@ def _apply(
     if result.state == "Success":
         events.add("MIGLayoutApplied", f"MIG layout applied on GPUs {', '.join(map(str, result.changed))}")
         return MigOutcome(MigStatus("Success", result.message, generation), tuple(events.items), True)
-    events.add("MIGLayoutFailed", result.message, "Warning")
+    events.add("MIGLayoutFailed", result.message, EventType.WARNING)
     return MigOutcome(MigStatus("Failed", result.message, generation), tuple(events.items), True)
 
 
 def _failed(generation: int, message: str, previous: MigStatus | None, events: _Events) -> MigOutcome:
     if not (previous and previous.state == "Failed" and previous.observed_generation == generation):
-        events.add("MIGLayoutFailed", message, "Warning")
+        events.add("MIGLayoutFailed", message, EventType.WARNING)
     return MigOutcome(MigStatus("Failed", message, generation), tuple(events.items))

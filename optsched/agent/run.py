@@ -174,17 +174,7 @@ class AgentRunner:
         await self._publish_node(report, view)
         await self._publish_node_gpus(report, view, at)
         for event in report.events:
-            await self.writer.event(
-                kind=event.kind,
-                api_version=event.api_version,
-                namespace=event.namespace,
-                name=event.name,
-                uid=event.uid,
-                reason=event.reason,
-                message=event.message,
-                event_type=event.type,
-                at=at,
-            )
+            await self.writer.event(event, at=at)
 
     async def _publish_node(self, report: NodeReport, view: NodeView) -> None:
         meta = view.node.get("metadata") or {}

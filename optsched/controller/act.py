@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from optsched.controller.clock import Clock
 from optsched.controller.decide import ActionKind, Decisions, WorkloadAction
-from optsched.controller.events import Event
 from optsched.controller.metrics import Metrics
 from optsched.controller.options import Options
 from optsched.controller.pinning import PodPin
 from optsched.kube.client import ApiError
 from optsched.kube.writer import Writer
+from optsched.model.events import Event
 from optsched.model.names import KUEUE_API, PLACEMENT_ANNOTATION
 
 log = logging.getLogger("optsched.controller")
@@ -169,14 +169,4 @@ class Actor:
     async def emit(self, event: Event) -> None:
         if not self.is_leader():
             return
-        await self.writer.event(
-            kind=event.kind,
-            api_version=event.api_version,
-            namespace=event.namespace,
-            name=event.name,
-            uid=event.uid,
-            reason=event.reason,
-            message=event.message,
-            event_type=event.type.value,
-            at=self.clock(),
-        )
+        await self.writer.event(event, at=self.clock())

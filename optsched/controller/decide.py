@@ -41,7 +41,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from optsched.controller.events import Event, EventReason, EventType
+from optsched.controller.events import EventReason
 from optsched.controller.inputs import PlanningInput, Report
 from optsched.controller.options import DeferPolicy, Options
 from optsched.controller.pinning import PodPin, pins_for, ready_records
@@ -49,6 +49,7 @@ from optsched.controller.records import PlacementRecord, record_from_decision
 from optsched.controller.views import PodView, WorkloadView, by_plan
 from optsched.kueue import workload_status as ks
 from optsched.kueue.workload_status import CheckEntry
+from optsched.model.events import Event, EventType
 from optsched.model.names import KUEUE_API, PLAN_ID_LABEL, PODSET_LABEL, PRODUCT_LABEL
 from optsched.model.plan import Decision, Plan
 from optsched.model.reasons import Reason, ReasonCode

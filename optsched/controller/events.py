@@ -1,4 +1,4 @@
-"""Kubernetes Events the controller emits, as values: decided in the cycle, sent by its last phase.
+"""The reasons of the Events the controller emits (the value: ``optsched.model.events.Event``).
 
 Reasons are CamelCase words, as Kueue's and the kubelet's are: ``Invalid<Kind>``
 for an object that could not be used, the binding reason's code
@@ -9,13 +9,7 @@ person should see on the Workload. Admissions need none: Kueue reports them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
-
-
-class EventType(StrEnum):
-    NORMAL = "Normal"
-    WARNING = "Warning"
 
 
 class EventReason(StrEnum):
@@ -23,17 +17,3 @@ class EventReason(StrEnum):
 
     PLANNED_NODE_LOST = "PlannedNodeLost"
     """A planned node went away before the pods bound; the workload is sent back to be planned again."""
-
-
-@dataclass(frozen=True)
-class Event:
-    """One Event on one object (cluster-scoped objects have no namespace)."""
-
-    kind: str
-    api_version: str
-    namespace: str
-    name: str
-    uid: str
-    reason: str
-    message: str
-    type: EventType = EventType.WARNING

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.controller.events import Event
 from optsched.controller.views import PodView, WorkloadView, by_plan, read_pod, read_workload
 from optsched.errors import InputError
 from optsched.kueue import workload_status as ks
 from optsched.kueue.unreadable_queues import hold_unreadable_queues
+from optsched.model.events import Event
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS
 from optsched.model.snapshot import AssumedPod, CheckState, PodRequest, Snapshot
 from optsched.snapshot.build import snapshot_from_objects

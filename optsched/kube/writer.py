@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from optsched.kube.client import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, ApiError, Client
+from optsched.model.events import Event
 from optsched.model.names import KUEUE_API
 
 log = logging.getLogger("optsched.writer")
@@ -238,39 +239,28 @@ class Writer:
             subresource=subresource,
         )
 
-    async def event(
-        self,
-        *,
-        kind: str,
-        api_version: str,
-        namespace: str,
-        name: str,
-        uid: str,
-        reason: str,
-        message: str,
-        event_type: str = "Warning",
-        at: datetime,
-    ) -> None:
+    async def event(self, event: Event, *, at: datetime) -> None:
         """A core/v1 Event on the object (namespace ``default`` for cluster-scoped objects).
 
         ``at`` is the caller's clock reading: the writer keeps no clock of its own.
         """
         now = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        namespace, name = event.namespace, event.name
         ns = namespace or "default"
         body = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"generateName": f"{name}.", "namespace": ns},
             "involvedObject": {
-                "kind": kind,
-                "apiVersion": api_version,
+                "kind": event.kind,
+                "apiVersion": event.api_version,
                 "name": name,
-                "uid": uid,
+                "uid": event.uid,
                 **({"namespace": namespace} if namespace else {}),
             },
-            "reason": reason,
-            "message": message[:1024],
-            "type": event_type,
+            "reason": event.reason,
+            "message": event.message[:1024],
+            "type": event.type.value,
             "source": {"component": self.field_manager},
             "firstTimestamp": now,
             "lastTimestamp": now,
@@ -280,4 +270,4 @@ class Writer:
             try:
                 await self._client().create("v1", "events", body, namespace=ns)
             except ApiError as exc:
-                log.warning("could not record event on %s %s: %s", kind, name, exc)
+                log.warning("could not record event on %s %s: %s", event.kind, name, exc)

@@ -10,6 +10,7 @@ import httpx
 
 from optsched.kube.client import APPLY_PATCH, MERGE_PATCH, Client
 from optsched.kube.writer import Writer
+from optsched.model.events import Event
 from tests.kube.fake import FakeTransport, status
 
 
@@ -43,13 +44,15 @@ def test_an_event_is_stamped_with_the_callers_time() -> None:
     at = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     asyncio.run(
         w.event(
-            kind="Node",
-            api_version="v1",
-            namespace="",
-            name="n1",
-            uid="u",
-            reason="InvalidNode",
-            message="m",
+            Event(
+                kind="Node",
+                api_version="v1",
+                namespace="",
+                name="n1",
+                uid="u",
+                reason="InvalidNode",
+                message="m",
+            ),
             at=at,
         )
     )
