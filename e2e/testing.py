@@ -12,10 +12,13 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+import yaml
 
 from e2e.kube import ApiError, Kube, ObjList, condition, has_condition, load_yaml_docs, wait_for
 
@@ -197,6 +200,22 @@ class Namespace:
 
 
 # --- manifest builders ------------------------------------------------------------------
+
+
+def bearer_client(cluster: E2ECluster, bearer: str, user: str = "token-user") -> Kube:
+    """A client of ``cluster`` that authenticates with ``bearer`` only (its CA, no client certificate)."""
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    for entry in config["clusters"]:
+        ca = entry["cluster"].get("certificate-authority")
+        if ca and not Path(ca).is_absolute():
+            entry["cluster"]["certificate-authority"] = str(cluster.kubeconfig.resolve().parent / ca)
+    context = next(c for c in config["contexts"] if c["name"] == config["current-context"])
+    context["context"]["user"] = user
+    config["users"] = [{"name": user, "user": {"token": bearer}}]
+    with tempfile.TemporaryDirectory(prefix="optsched-e2e-token-") as tmp:
+        path = Path(tmp) / "kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        return Kube.from_kubeconfig(path)
 
 
 def resource_flavor(

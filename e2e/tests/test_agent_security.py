@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import copy
 import json
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from e2e.kube import ApiError, Kube, load_yaml_docs
-from e2e.testing import H100, E2ECluster
+from e2e.testing import H100, E2ECluster, bearer_client
 
 REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "manifests" / "crd" / "nodegpus.yaml"
@@ -118,18 +116,7 @@ def node_token(cluster: E2ECluster, node: Node) -> str:
 
 def agent_client(cluster: E2ECluster, bearer: str) -> Kube:
     """A client that authenticates with ``bearer`` only (the cluster's CA, no client certificate)."""
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    for entry in config["clusters"]:
-        ca = entry["cluster"].get("certificate-authority")
-        if ca and not Path(ca).is_absolute():
-            entry["cluster"]["certificate-authority"] = str(cluster.kubeconfig.resolve().parent / ca)
-    context = next(c for c in config["contexts"] if c["name"] == config["current-context"])
-    context["context"]["user"] = ACCOUNT
-    config["users"] = [{"name": ACCOUNT, "user": {"token": bearer}}]
-    with tempfile.TemporaryDirectory(prefix="optsched-e2e-agent-") as tmp:
-        path = Path(tmp) / "kubeconfig"
-        path.write_text(yaml.safe_dump(config))
-        return Kube.from_kubeconfig(path)
+    return bearer_client(cluster, bearer, ACCOUNT)
 
 
 def node_gpus(node: Node) -> dict[str, Any]:

@@ -9,16 +9,14 @@ that account's identity.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from e2e.kube import ApiError, Kube, load_yaml_docs
-from e2e.testing import E2ECluster, Namespace
+from e2e.testing import E2ECluster, Namespace, bearer_client
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "manifests" / "base" / "gate-policy.yaml"
@@ -58,18 +56,7 @@ def account_client(cluster: E2ECluster, namespace: str, name: str) -> Kube:
     review = cluster.kube.request(
         "POST", path, json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
     )
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    for entry in config["clusters"]:
-        ca = entry["cluster"].get("certificate-authority")
-        if ca and not Path(ca).is_absolute():
-            entry["cluster"]["certificate-authority"] = str(cluster.kubeconfig.resolve().parent / ca)
-    context = next(c for c in config["contexts"] if c["name"] == config["current-context"])
-    context["context"]["user"] = name
-    config["users"] = [{"name": name, "user": {"token": review["status"]["token"]}}]
-    with tempfile.TemporaryDirectory(prefix="optsched-e2e-gate-") as tmp:
-        kubeconfig = Path(tmp) / "kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(config))
-        return Kube.from_kubeconfig(kubeconfig)
+    return bearer_client(cluster, review["status"]["token"], name)
 
 
 def may_edit_pods(ns: Namespace, namespace_of_account: str, account: str) -> None:

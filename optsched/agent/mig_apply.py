@@ -76,6 +76,13 @@ def _key(slots: Iterable[JournalSlot | MigInstance | MigSlot]) -> list[tuple[str
     return sorted((s.profile, s.start) for s in slots)
 
 
+def changed_gpus(
+    current: Mapping[int, Iterable[MigInstance]], desired: Mapping[int, Sequence[MigSlot]]
+) -> tuple[int, ...]:
+    """The GPUs in ``desired`` whose instances (profile and start, each counted) differ from it."""
+    return tuple(gpu for gpu in sorted(desired) if _key(current.get(gpu, ())) != _key(desired[gpu]))
+
+
 def apply_layout(
     mig: MigControl,
     models: Mapping[int, MigModel | None],
@@ -92,7 +99,7 @@ def apply_layout(
         current = {gpu: mig.instances(gpu) for gpu in sorted(desired)}
     except BackendError as exc:
         return MigApplyResult("Failed", f"cannot read the MIG instances: {exc}; nothing was changed", ())
-    changed = tuple(gpu for gpu in sorted(desired) if _key(current[gpu]) != _key(desired[gpu]))
+    changed = changed_gpus(current, desired)
     if not changed:
         return MigApplyResult("Success", "the MIG layout is already in place", ())
     refusals = _refusals(models, desired, busy, current, changed)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from optsched.agent.devices import Discovery
-from optsched.agent.mig_apply import apply_layout
+from optsched.agent.mig_apply import apply_layout, changed_gpus
 from optsched.agent.mig_spec import MigSpecError, MigStatus, desired_layout, previous_status
 from optsched.agent.podresources import PodDevices
 from optsched.agent.publish import device_index
@@ -55,10 +55,6 @@ class _Events:
 
     def add(self, reason: str, message: str, kind: EventType = EventType.NORMAL) -> None:
         self.items.append(MigEvent(reason, message, kind))
-
-
-def _current(discovery: Discovery) -> dict[int, frozenset[tuple[str, int]]]:
-    return {g.index: frozenset((m.profile, m.start) for m in g.mig_instances) for g in discovery.gpus}
 
 
 def _slice_users(pods: Sequence[Mapping[str, Any]], discovery: Discovery) -> dict[int, list[str]]:
@@ -102,15 +98,6 @@ def _busy(
     return out
 
 
-def _changed(desired: Mapping[int, Sequence[MigSlot]], discovery: Discovery) -> list[int]:
-    current = _current(discovery)
-    return sorted(
-        gpu
-        for gpu, slots in desired.items()
-        if frozenset((s.profile, s.start) for s in slots) != current.get(gpu, frozenset())
-    )
-
-
 def _interruptions(agent: NodeAgent, generation: int, rolled_back: bool) -> int:
     """How often an apply of this generation was cut short by a crash (kept beside the journal)."""
     assert agent.journal is not None
@@ -150,7 +137,7 @@ def mig_step(
         return MigOutcome(None, tuple(events.items))
     if previous and previous.observed_generation == generation and previous.state == "Failed":
         return MigOutcome(previous, tuple(events.items))
-    changed = _changed(desired, discovery)
+    changed = list(changed_gpus({g.index: g.mig_instances for g in discovery.gpus}, desired))
     if not changed:
         done = MigStatus("Success", "the layout is applied", generation)
         return MigOutcome(done, tuple(events.items))
