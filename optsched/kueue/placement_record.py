@@ -9,13 +9,20 @@ record says.
 
 Format (JSON)::
 
-    {"planId": "3f9c...", "podSets": {"workers": [{"index": 0, "node": "h100-001", "gpus": [0, 1]}]}}
+    {"version": 2, "planId": "3f9c...", "flavors": {"workers": "h100"},
+     "podSets": {"workers": [{"index": 0, "node": "h100-001", "gpus": [0, 1]}]}}
+
+Fields a newer version adds are ignored, so a rolling update or a rollback
+never makes a record unreadable. From version 2 the plan id is a digest of
+the Workload's uid and the slots (:func:`plan_id_of`), so a record whose
+slots were edited by hand no longer matches its id and is not trusted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -26,13 +33,34 @@ from optsched.model.placement import PodPlacement
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
+
+
+RECORD_VERSION = 2
+
+
+def plan_id_of(uid: str, pod_sets: Iterable[tuple[str, Iterable[PodPlacement]]]) -> str:
+    """A deterministic id for one placement of one workload: same uid and slots, same id.
+
+    Deterministic so that re-running a cycle after a crash rewrites the same
+    record instead of producing a second one; canonical (PodSets and slots
+    sorted) so a reader can recompute it; a label value (<= 63 chars).
+    """
+    slots = sorted((name, sorted((p.index, p.node, p.gpus or ()) for p in pods)) for name, pods in pod_sets)
+    digest = hashlib.sha256(json.dumps([RECORD_VERSION, uid, slots]).encode()).hexdigest()
+    return digest[:20]
 
 
 class PlacementRecord(_Record):
     plan_id: str = Field(min_length=1, max_length=63)
     pod_sets: dict[str, tuple[PodPlacement, ...]] = Field(default_factory=dict)
     flavors: dict[str, str] = Field(default_factory=dict)
+    version: int = 1
+    """1: written before plan ids could be verified (trusted as read); 2: verifiable."""
+
+    def verified(self, uid: str) -> bool:
+        """The plan id matches the Workload's uid and these slots (always true of version-1 records)."""
+        return self.version < RECORD_VERSION or self.plan_id == plan_id_of(uid, self.pod_sets.items())
 
     def to_annotation(self) -> str:
         return json.dumps(
@@ -53,6 +81,22 @@ class RecordError(ValueError):
     """The annotation is present but unusable; the message says why."""
 
 
+_SLOT_FIELDS = frozenset({"index", "node", "gpus"})
+
+
+def _known_slot_fields(data: Any) -> Any:
+    """The record with each slot cut to the fields this version reads (a newer one may add some)."""
+    if not isinstance(data, dict) or not isinstance(data.get("podSets"), dict):
+        return data
+    pod_sets = {
+        name: [{k: v for k, v in s.items() if k in _SLOT_FIELDS} if isinstance(s, dict) else s for s in slots]
+        if isinstance(slots, list)
+        else slots
+        for name, slots in data["podSets"].items()
+    }
+    return {**data, "podSets": pod_sets}
+
+
 def record_of(workload: Mapping[str, Any]) -> PlacementRecord | None:
     """The record on a raw Workload; None if absent; :class:`RecordError` if malformed."""
     metadata = workload.get("metadata")
@@ -61,7 +105,7 @@ def record_of(workload: Mapping[str, Any]) -> PlacementRecord | None:
     if raw is None:
         return None
     try:
-        return PlacementRecord.model_validate(json.loads(raw))
+        return PlacementRecord.model_validate(_known_slot_fields(json.loads(raw)))
     except (ValueError, TypeError, ValidationError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise RecordError(
