@@ -61,6 +61,7 @@ from optsched.controller.pinning import pins_for, ready_records, ungates_for
 from optsched.controller.records import PlacementRecord, record_from_decision
 from optsched.controller.repair import repair_ready
 from optsched.controller.views import WorkloadView, by_plan
+from optsched.kueue.placement_record import MAX_ANNOTATION_BYTES
 from optsched.kueue.workload_status import CheckEntry
 from optsched.model.events import EventType
 from optsched.model.names import PLAN_ID_LABEL, PODSET_LABEL, PRODUCT_LABEL
@@ -145,7 +146,15 @@ def _decide_workload(view: WorkloadView, plan: Plan | None, facts: Facts) -> Wor
         return action(view, ActionKind.DROP_RECORD, drop_record=True)
     decision = plan.decision(view.key) if plan is not None else None
     if decision is not None and decision.decision == Decision.ADMIT and view.workload is not None:
-        return _admit(view, view.workload, check, record_from_decision(view.uid, decision), facts)
+        record = record_from_decision(view.uid, decision)
+        size = len(record.to_annotation())
+        if size > MAX_ANNOTATION_BYTES:
+            message = (
+                f"optsched: the placement of {record.pod_count} pods takes {size // 1024} KiB, more than the "
+                f"{MAX_ANNOTATION_BYTES // 1024} KiB a Workload annotation may hold; split the workload"
+            )
+            return _reject(view, check, message, facts)
+        return _admit(view, view.workload, check, record, facts)
     return _defer(view, check, list(decision.reasons) if decision is not None else [NOT_PLANNED], facts)
 
 

@@ -12,6 +12,11 @@ Format (JSON)::
     {"version": 2, "planId": "3f9c...", "flavors": {"workers": "h100"},
      "podSets": {"workers": [{"index": 0, "node": "h100-001", "gpus": [0, 1]}]}}
 
+A record of a large workload is stored compressed (``zlib:`` then base64 of
+the zlib-compressed JSON) so a gang of tens of thousands of pods stays
+within the API server's 256 KiB limit on all annotations together; one that
+would still not fit is refused before it is written (:data:`MAX_ANNOTATION_BYTES`).
+
 Fields a newer version adds are ignored, so a rolling update or a rollback
 never makes a record unreadable. From version 2 the plan id is a digest of
 the Workload's uid and the slots (:func:`plan_id_of`), so a record whose
@@ -20,8 +25,11 @@ slots were edited by hand no longer matches its id and is not trusted.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -37,6 +45,11 @@ class _Record(BaseModel):
 
 
 RECORD_VERSION = 2
+COMPRESS_ABOVE_BYTES = 16 * 1024
+"""A record's JSON above this size is stored compressed."""
+MAX_ANNOTATION_BYTES = 200 * 1024
+"""The largest record written: the API server allows 256 KiB for all of an object's annotations."""
+_COMPRESSED = "zlib:"
 
 
 def plan_id_of(uid: str, pod_sets: Iterable[tuple[str, Iterable[PodPlacement]]]) -> str:
@@ -63,11 +76,15 @@ class PlacementRecord(_Record):
         return self.version < RECORD_VERSION or self.plan_id == plan_id_of(uid, self.pod_sets.items())
 
     def to_annotation(self) -> str:
-        return json.dumps(
+        """The annotation value: JSON, compressed when large (may exceed :data:`MAX_ANNOTATION_BYTES`)."""
+        text = json.dumps(
             self.model_dump(mode="json", by_alias=True, exclude_defaults=False),
             separators=(",", ":"),
             sort_keys=True,
         )
+        if len(text) <= COMPRESS_ABOVE_BYTES:
+            return text
+        return _COMPRESSED + base64.b64encode(zlib.compress(text.encode(), 9)).decode()
 
     def slots(self, pod_set: str) -> tuple[PodPlacement, ...]:
         return self.pod_sets.get(pod_set, ())
@@ -97,6 +114,15 @@ def _known_slot_fields(data: Any) -> Any:
     return {**data, "podSets": pod_sets}
 
 
+def _decompressed(raw: str) -> str:
+    """The JSON of a compressed record; refuses anything that inflates past a sane bound."""
+    inflater = zlib.decompressobj()
+    text = inflater.decompress(base64.b64decode(raw[len(_COMPRESSED) :], validate=True), 64 * 1024 * 1024)
+    if inflater.unconsumed_tail:
+        raise ValueError("compressed record inflates beyond 64 MiB")
+    return text.decode()
+
+
 def record_of(workload: Mapping[str, Any]) -> PlacementRecord | None:
     """The record on a raw Workload; None if absent; :class:`RecordError` if malformed."""
     metadata = workload.get("metadata")
@@ -105,8 +131,9 @@ def record_of(workload: Mapping[str, Any]) -> PlacementRecord | None:
     if raw is None:
         return None
     try:
-        return PlacementRecord.model_validate(_known_slot_fields(json.loads(raw)))
-    except (ValueError, TypeError, ValidationError) as exc:
+        text = _decompressed(raw) if isinstance(raw, str) and raw.startswith(_COMPRESSED) else raw
+        return PlacementRecord.model_validate(_known_slot_fields(json.loads(text)))
+    except (ValueError, TypeError, ValidationError, zlib.error, binascii.Error) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise RecordError(
             f"annotation {PLACEMENT_ANNOTATION} is not a valid placement record ({first})"

@@ -130,3 +130,21 @@ def test_our_gate_is_lifted_from_pods_of_queues_that_are_not_ours_only():
     out = decide(build_input(objects, ["optsched"], pods=pods), None, now=NOW)
     assert [u.name for u in out.ungates] == ["theirs"]
     assert out.ungates[0].patch()["spec"] == {"schedulingGates": None}
+
+
+def test_a_placement_too_large_for_an_annotation_is_rejected_not_retried_forever(monkeypatch):
+    from optsched.controller import decide as decide_module
+    from optsched.model.placement import PodPlacement
+    from optsched.model.plan import PodSetPlacement
+
+    monkeypatch.setattr(decide_module, "MAX_ANNOTATION_BYTES", 64)
+    inp = build_input([*o.base_objects(o.node("n1")), o.workload("a", gpus=8)], ["optsched"])
+    slots = [PodPlacement(index=0, node="n1", gpus=list(range(8)))]
+    decision = WorkloadDecision(
+        name="default/a",
+        decision="admit",
+        gpus=8,
+        pod_sets=[PodSetPlacement(name="main", flavor="default", pods=slots)],
+    )
+    [action] = decide(inp, Plan(status=PlanStatus.OPTIMAL, workloads=[decision]), now=NOW).actions
+    assert action.kind == ActionKind.REJECT and "annotation may hold" in action.check.message
