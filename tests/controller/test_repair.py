@@ -111,3 +111,14 @@ def test_pins_use_the_nodes_hostname_label_not_its_name():
     out = _actions([*o.base_objects(node), ready], [o.pod("a-0", plan_id=record.plan_id)])
     [pin] = out.pins
     assert pin.patch()["spec"]["nodeSelector"] == {HOSTNAME_LABEL: "node-1"}
+
+
+def test_a_bound_pod_whose_request_cannot_be_read_hides_no_capacity_and_is_reported():
+    weird = o.pod("weird", plan_id=None, gated=False, node="n1", gpus=8, phase="Running", namespace="other")
+    weird["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpucores"] = "0"
+    objects = [*o.base_objects(o.node("n1"), o.node("n2")), weird, o.workload("a", gpus=8)]
+    inp = build_input(objects, ["optsched"])
+    assert [n.name for n in inp.snapshot.nodes] == ["n2"], "its node is not planned on while it runs"
+    [report] = [r for r in inp.reports if r.kind == "Pod"]
+    assert report.name == "weird" and "gpucores" in report.message
+    assert inp.nodes["n1"].ready, "the node itself is still there for the rules about pins"
