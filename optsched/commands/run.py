@@ -16,7 +16,14 @@ import warnings
 from typing import Any
 
 from optsched.commands.common import add_admission_arguments
-from optsched.controller.options import DeferPolicy, LeaseOptions, Options, Replica, WebhookOptions
+from optsched.controller.options import (
+    DeferPolicy,
+    LeaseOptions,
+    MetricsOptions,
+    Options,
+    Replica,
+    WebhookOptions,
+)
 from optsched.settings import Settings
 
 SOLVER = Settings()
@@ -31,6 +38,65 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
+
+
+def _flag(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _bind_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` (all addresses) or ``0`` (no endpoint), as controller-runtime spells it."""
+    if text.strip() == "0":
+        return ("", 0)
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, :PORT or 0, got {text!r}")
+    return (host.strip("[]") or MetricsOptions.host, int(port))
+
+
+def _add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=MetricsOptions.port,
+        metavar="PORT",
+        help="Prometheus metrics and /healthz port (default: %(default)s; 0 disables)",
+    )
+    parser.add_argument(
+        "--metrics-bind-address",
+        type=_bind_address,
+        metavar="HOST:PORT",
+        help="where to serve metrics and /healthz, e.g. 127.0.0.1:9464 or :9464 (0 disables; "
+        "overrides --metrics-port)",
+    )
+    parser.add_argument(
+        "--metrics-secure",
+        type=_flag,
+        nargs="?",
+        const=True,
+        default=MetricsOptions.secure,
+        metavar="BOOL",
+        help="serve metrics over HTTPS and let only scrapers whose token the API server accepts and "
+        "authorizes for get on /metrics read them (default: %(default)s; /healthz is always open)",
+    )
+    parser.add_argument(
+        "--metrics-cert-dir",
+        metavar="DIR",
+        help="tls.crt/tls.key for the secure metrics endpoint (e.g. the webhook's); without it a "
+        "certificate is made at start",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=_positive,
+        default=Replica.request_timeout,
+        metavar="SECONDS",
+        help="seconds one API call may take, its answer included (default: %(default)s)",
+    )
 
 
 def register_run(subparsers: Any) -> None:
@@ -75,13 +141,7 @@ def register_run(subparsers: Any) -> None:
         "--dry-run", action="store_true", help="plan and log every write the loop would send; write nothing"
     )
     parser.add_argument("--once", action="store_true", help="run one cycle and exit")
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        default=Replica.metrics_port,
-        metavar="PORT",
-        help="Prometheus metrics port (default: %(default)s; 0 disables)",
-    )
+    _add_metrics_arguments(parser)
     parser.add_argument(
         "--time-limit",
         type=_positive,
@@ -210,6 +270,11 @@ def options_from(args: argparse.Namespace) -> Options:
     )
 
 
+def metrics_from(args: argparse.Namespace) -> MetricsOptions:
+    host, port = args.metrics_bind_address or (MetricsOptions.host, args.metrics_port)
+    return MetricsOptions(host=host, port=port, secure=args.metrics_secure, cert_dir=args.metrics_cert_dir)
+
+
 def replica_from(args: argparse.Namespace) -> Replica:
     lease = LeaseOptions(namespace=args.lease_namespace, name=args.lease_name, duration_s=args.lease_duration)
     webhook = WebhookOptions(
@@ -230,6 +295,7 @@ def replica_from(args: argparse.Namespace) -> Replica:
         ),
         lease=lease if args.leader_elect else None,
         webhook=webhook,
-        metrics_port=args.metrics_port,
+        metrics=metrics_from(args),
+        request_timeout=args.request_timeout,
         once=args.once,
     )

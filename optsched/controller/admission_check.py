@@ -6,6 +6,12 @@ This is reconciled at start-up, on AdmissionCheck watch events that concern
 our checks, after a change of leadership, and every ``checks_every`` seconds
 in case a watch event was missed; never once per Workload cycle. What to do
 (:func:`plan_checks`) is pure; the reconciler only lists and writes.
+
+When the last replica stops cleanly (it led, and no other replica took the
+Lease over), our checks are set ``Active=False`` (:meth:`AdmissionCheckReconciler.withdraw`,
+best effort): Kueue then stops reserving quota for ClusterQueues that need a
+controller no longer running, instead of letting their workloads wait on it
+silently. The next replica to lead sets them Active again.
 """
 
 from __future__ import annotations
@@ -87,14 +93,14 @@ def check_object(name: str, controller_name: str) -> dict[str, Any]:
     }
 
 
-def active_status(check: CheckView, now: datetime) -> dict[str, Any]:
+def active_status(check: CheckView, now: datetime, *, active: bool = True) -> dict[str, Any]:
     """Server-side apply body: the ``Active`` condition, for the check's current generation."""
     condition = {
         "type": "Active",
-        "status": "True",
-        "reason": "Active",
+        "status": "True" if active else "False",
+        "reason": "Active" if active else "ControllerStopped",
         "lastTransitionTime": ks.format_time(now),
-        "message": "optsched is running",
+        "message": "optsched is running" if active else "no optsched replica is running",
         "observedGeneration": check.generation,
     }
     return {
@@ -163,6 +169,22 @@ class AdmissionCheckReconciler:
                 await self.writer.apply(KUEUE_API, "admissionchecks", check.name, body, subresource="status")
         except ApiError as exc:
             log.warning("cannot make our AdmissionChecks Active: %s", exc)
+
+    async def withdraw(self) -> int:
+        """Set every Active check of our controller ``Active=False``; how many were (best effort)."""
+        try:
+            checks = [read_check(c) for c in await self.client.list(KUEUE_API, "admissionchecks")]
+            ours = [c for c in checks if c.controller == self.options.controller_name and c.active]
+            now = self.clock()
+            for check in ours:
+                body = active_status(check, now, active=False)
+                await self.writer.apply(KUEUE_API, "admissionchecks", check.name, body, subresource="status")
+        except ApiError as exc:
+            log.warning("cannot set our AdmissionChecks inactive: %s", exc)
+            return 0
+        for check in ours:
+            log.info("AdmissionCheck %s set inactive: no replica is left to serve it", check.name)
+        return len(ours)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Reconcile now, then whenever :attr:`wanted` is set or ``checks_every`` seconds pass."""

@@ -2,8 +2,9 @@
 
 One cycle, like Kueue's scheduling cycle:
 
-1. **read**: every object a snapshot needs, and every pod carrying our
-   plan-id label, through the injected client (``optsched.kube.reader``);
+1. **read**: every object a snapshot needs, and every pod the controller
+   acts on, from the informers' caches (``optsched.kube.cluster_cache``),
+   kept current by one list and then a watch per kind;
 2. **build input**: parse each object once; Workloads and pods become views,
    malformed objects are reported, assumed usage of admitted-but-unbound pods
    is added (``inputs``);
@@ -15,12 +16,14 @@ One cycle, like Kueue's scheduling cycle:
 5. **act**: send them (``act``).
 
 Each phase's duration is logged with the cycle and exported as a metric.
-Cycles run every ``interval`` seconds and early, debounced, on watch events
-for Workloads, our pods, Nodes and NodeGPUs; gated pods are also pinned by a pass of
-their own as soon as they appear, without re-planning. Our AdmissionChecks
-are kept Active by their own reconciler. Only the Lease holder writes; a
-follower keeps its watches warm and takes over when the Lease expires. Every
-write is idempotent, so a cycle interrupted anywhere is simply repeated.
+Cycles run every ``interval`` seconds and early, debounced, on the
+informers' events for Workloads, pods, Nodes and NodeGPUs; gated pods are
+also pinned by a pass of their own as soon as they appear, without
+re-planning. Our AdmissionChecks are kept Active by their own reconciler.
+Only the Lease holder writes; a follower keeps its caches warm and takes over
+when the Lease expires. Every write is idempotent, so a cycle interrupted
+anywhere is simply repeated. The loop beats a heartbeat after each cycle and
+each wait (``health``): a replica whose cycle hangs fails its liveness probe.
 """
 
 from __future__ import annotations
@@ -40,24 +43,18 @@ from optsched.controller.act import Actor
 from optsched.controller.admission_check import AdmissionCheckReconciler
 from optsched.controller.clock import Clock, system_clock
 from optsched.controller.decide import ActionKind, Decisions, decide
+from optsched.controller.health import Heartbeat, liveness_bound
 from optsched.controller.inputs import PlanningInput, Report, build_input
 from optsched.controller.metrics import Metrics
 from optsched.controller.options import Options
 from optsched.controller.pinning import pins_for, ready_records
 from optsched.controller.views import read_pod, read_workload
-from optsched.controller.watch import (
-    NodeFilter,
-    NodeGpusFilter,
-    WatchEvent,
-    pod_frees_capacity,
-    pod_is_gated,
-    watch_forever,
-)
+from optsched.controller.watch import Triggers
 from optsched.errors import InputError, PlanValidationError
 from optsched.kube.client import ApiError, Client
-from optsched.kube.reader import read_cluster
+from optsched.kube.cluster_cache import ClusterCache, NotSynced
+from optsched.kube.informer import DEFAULT_TIMING, Timing
 from optsched.kube.writer import Writer
-from optsched.model.names import KUEUE_API, NODE_GPUS_API, NODE_GPUS_PLURAL, PLAN_ID_LABEL
 from optsched.model.plan import Plan
 from optsched.model.snapshot import Snapshot
 from optsched.settings import Settings
@@ -77,7 +74,11 @@ class Phase(StrEnum):
 
 @dataclass(frozen=True)
 class ClusterRead:
-    """What phase 1 read: the snapshot's objects and every pod carrying our plan-id label."""
+    """What phase 1 read: the snapshot's objects, and every pod the controller acts on.
+
+    Those pods carry our plan-id label, a Kueue queue-name label or our
+    scheduling gate (the gate of a pod of a queue that is not ours is lifted).
+    """
 
     objects: list[dict[str, Any]]
     pods: list[dict[str, Any]]
@@ -147,6 +148,8 @@ class Controller:
         writer: Writer | None = None,
         is_leader: Callable[[], bool] = lambda: True,
         clock: Clock = system_clock,
+        heartbeat: Heartbeat | None = None,
+        cache_timing: Timing = DEFAULT_TIMING,
     ) -> None:
         self.client = client
         self.options = options
@@ -168,9 +171,17 @@ class Controller:
             on_conflict=self.pin_trigger.set,
         )
         self.checks = AdmissionCheckReconciler(client, self.writer, options, is_leader=is_leader, clock=clock)
+        self.heartbeat = heartbeat or Heartbeat(liveness_bound(options, Settings(), client.request_timeout))
+        """Beaten after every cycle and every wait; ``/healthz`` fails once it is silent too long."""
+        self.triggers = Triggers(self.trigger, self.pin_trigger, self.checks.on_event)
+        self.cache = ClusterCache(
+            client, namespaces=options.namespaces, on_change=self.triggers.handlers(), timing=cache_timing
+        )
+        """One informer per kind the snapshot reads; the read phase and the pin pass read it."""
         self._last_plan: tuple[str, Plan] | None = None
         """Digest of the snapshot last planned, and its plan: an unchanged cluster is not solved again."""
         self._reported: set[tuple[str, str, str]] = set()
+        """Fingerprints of the problems reported last cycle: only those still present are remembered."""
 
     def wake(self) -> None:
         """Cycle and reconcile the AdmissionChecks now (e.g. on becoming the leader)."""
@@ -228,15 +239,20 @@ class Controller:
         return str(skip)
 
     async def read(self) -> ClusterRead:
-        """Phase 1: the snapshot's objects and every pod carrying our plan-id label."""
+        """Phase 1: the snapshot's objects and the pods we act on, from the informers' caches.
+
+        While the informers run, the read waits for their first list (at most
+        ``sync_timeout`` seconds, else the cycle is skipped); where they do not
+        run (one cycle, a test), every kind is listed once into the caches.
+        """
         try:
-            listing = await read_cluster(self.client, namespaces=self.options.namespaces)
-            pods = await self.client.list("v1", "pods", label_selector=PLAN_ID_LABEL)
-        except (InputError, ApiError) as exc:
+            await self.cache.ready(self.options.sync_timeout)
+        except (NotSynced, ApiError) as exc:
             raise _Skip("read", exc, "cycle skipped, cannot read the cluster") from exc
-        for note in listing.notes:
+        for note in self.cache.notes:
             log.debug("read: %s", note)
-        return ClusterRead(objects=listing.objects, pods=pods)
+        self.metrics.observe_cache(self.cache.sizes())
+        return ClusterRead(objects=self.cache.objects(), pods=self.cache.pods())
 
     def build_input(self, read: ClusterRead) -> PlanningInput:
         """Phase 2: the planning input, and the metrics of what it found."""
@@ -275,12 +291,16 @@ class Controller:
         return plan
 
     def _new(self, reports: tuple[Report, ...]) -> list[Report]:
-        """Reports not made before by this process (each is logged once and becomes one Event)."""
+        """Reports not made in the previous cycle (each is logged once and becomes one Event).
+
+        Only this cycle's problems are remembered (bounded by the objects present).
+        """
         new = []
+        seen, self._reported = set(self._reported), {r.fingerprint for r in reports}
         for report in reports:
-            if report.fingerprint in self._reported:
+            if report.fingerprint in seen:
                 continue
-            self._reported.add(report.fingerprint)
+            seen.add(report.fingerprint)
             where = f"{report.namespace}/{report.name}" if report.namespace else report.name
             log.warning("skipped %s %s: %s", report.kind, where, report.message)
             new.append(report)
@@ -306,17 +326,17 @@ class Controller:
     # -- pinning between cycles --------------------------------------------------------------------
 
     async def pin_pass(self) -> int:
-        """Pin gated pods of Ready workloads without reading the whole cluster or planning."""
+        """Pin gated pods of Ready workloads from the caches, without planning."""
         if not self.is_leader():
             return 0
         try:
-            workloads = await self.client.list(KUEUE_API, "workloads")
-            pods = await self.client.list("v1", "pods", label_selector=PLAN_ID_LABEL)
-        except ApiError as exc:
+            await self.cache.ready(self.options.sync_timeout)
+        except (NotSynced, ApiError) as exc:
             log.debug("pin pass skipped: %s", exc)
             return 0
+        workloads = self.cache.of_kind("Workload")
         views = [read_workload(w, self.options.check_names, spec=False) for w in workloads]
-        pins = pins_for([read_pod(p) for p in pods], ready_records(views))
+        pins = pins_for([read_pod(p) for p in self.cache.pods()], ready_records(views))
         return (await self.actor.pin(pins.pins, pins.waiting)).pinned
 
     async def _pin_loop(self, stop: asyncio.Event) -> None:
@@ -332,34 +352,9 @@ class Controller:
 
     # -- running ---------------------------------------------------------------------------------
 
-    def _on_pod(self, event: WatchEvent) -> None:
-        if pod_is_gated(event):
-            self.pin_trigger.set()
-        if pod_frees_capacity(event):
-            self.trigger.set()
-
     def _background(self, stop: asyncio.Event) -> list[Coroutine[Any, Any, None]]:
-        """Watches, the pin loop and the AdmissionCheck reconciler, for as long as the controller runs."""
-        nodes = NodeFilter()
-        node_gpus = NodeGpusFilter()
-
-        def on_node(event: WatchEvent) -> None:
-            if nodes(event):
-                self.trigger.set()
-
-        def on_node_gpus(event: WatchEvent) -> None:
-            if node_gpus(event):
-                self.trigger.set()
-
-        return [
-            watch_forever(self.client, KUEUE_API, "workloads", lambda e: self.trigger.set()),
-            watch_forever(self.client, "v1", "pods", self._on_pod, label_selector=PLAN_ID_LABEL),
-            watch_forever(self.client, "v1", "nodes", on_node),
-            watch_forever(self.client, NODE_GPUS_API, NODE_GPUS_PLURAL, on_node_gpus),
-            watch_forever(self.client, KUEUE_API, "admissionchecks", self.checks.on_event),
-            self._pin_loop(stop),
-            self.checks.run(stop),
-        ]
+        """The informers (their events wake cycles and pin passes), the pin loop and the check reconciler."""
+        return [self.cache.run(), self._pin_loop(stop), self.checks.run(stop)]
 
     async def run(self, stop: asyncio.Event, *, once: bool = False) -> int:
         """Cycle until ``stop`` is set (or once). Returns a process exit code."""
@@ -376,7 +371,9 @@ class Controller:
                     except Exception:
                         self.metrics.errors.labels("cycle").inc()
                         log.exception("cycle failed; continuing")
+                    self.heartbeat.beat()
                 await self._wait(stop)
+                self.heartbeat.beat()
         finally:
             for task in tasks:
                 task.cancel()

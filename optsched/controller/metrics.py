@@ -1,5 +1,7 @@
 """Prometheus metrics of the controller, on a registry of its own (tests build as many as they like).
 
+The endpoint that serves them (with ``/healthz``) is :mod:`optsched.controller.metrics_server`.
+
 Deferrals and releases are labelled with the binding reason's code
 (:class:`~optsched.model.reasons.ReasonCode`), never with its words, so a
 reworded message cannot change a series.
@@ -8,9 +10,9 @@ reworded message cannot change a series.
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from optsched.model.plan import Plan, PlanStatus
 
@@ -47,6 +49,9 @@ class Metrics:
             "Objects skipped as malformed in the latest cycle",
             ["kind"],
             registry=r,
+        )
+        self.cached = Gauge(
+            "optsched_cached_objects", "Objects held in the informers' caches, by kind", ["kind"], registry=r
         )
 
     def _plan_metrics(self, r: CollectorRegistry) -> None:
@@ -130,11 +135,12 @@ class Metrics:
         for reason, number in counts.items():
             self.deferred.labels(reason).set(number)
 
+    def observe_cache(self, sizes: Mapping[str, int]) -> None:
+        for kind, number in sizes.items():
+            self.cached.labels(kind).set(number)
+
     def observe_invalid(self, kinds: Iterable[str]) -> None:
         for label in list(self.invalid._metrics):
             self.invalid.labels(*label).set(0)
         for kind, number in Tally(kinds).items():
             self.invalid.labels(kind).set(number)
-
-    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
-        start_http_server(port, addr=addr, registry=self.registry)

@@ -56,6 +56,8 @@ class Options:
     """Plan only the queue of these namespaces (all when empty); nodes and pods are read whole."""
     concurrency: int = 16
     """Writes in flight at once (each workload's own writes stay in order)."""
+    sync_timeout: float = 30.0
+    """Seconds a read waits for the informers' first list before the cycle is skipped."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,19 @@ class WebhookOptions:
 
 
 @dataclass(frozen=True)
+class MetricsOptions:
+    """The ``/metrics`` and ``/healthz`` endpoint."""
+
+    host: str = "0.0.0.0"
+    port: int = 9464
+    """0: no endpoint."""
+    secure: bool = True
+    """HTTPS, and each scrape authenticated (TokenReview) and authorized (SubjectAccessReview)."""
+    cert_dir: str | None = None
+    """``tls.crt``/``tls.key`` to serve with (e.g. the webhook's); without it one is made at start."""
+
+
+@dataclass(frozen=True)
 class Replica:
     """How one replica of the controller runs: everything ``optsched run`` is told, as one value."""
 
@@ -105,7 +120,9 @@ class Replica:
     lease: LeaseOptions | None = None
     """None: no leader election (this replica always acts)."""
     webhook: WebhookOptions = WebhookOptions()
-    metrics_port: int = 9464
-    """The Prometheus endpoint's port; 0: none."""
+    metrics: MetricsOptions = MetricsOptions()
+    """The Prometheus and liveness endpoint."""
+    request_timeout: float = 30.0
+    """Seconds one API call may take, its answer included."""
     once: bool = False
     """One cycle, then exit."""

@@ -3,10 +3,12 @@
 ``optsched run`` parses its flags into a :class:`~optsched.controller.options.Replica`
 and hands it to :func:`run_replica`; nothing here reads flags or the environment. Start-up
 order: connect (a bad kubeconfig fails here, before anything listens),
-metrics, the Lease (tried once before the first cycle, so a second replica
-does not act at start), the webhook, then the loop. Shutdown undoes it:
-watches stop, the Lease is released so the other replica takes over at once,
-the webhook stops.
+metrics and liveness, the Lease (tried once before the first cycle, so a
+second replica does not act at start), the webhook, then the loop. Shutdown
+undoes it: informers stop, the Lease is released so the other replica takes
+over at once; if none does, this was the last replica and our
+AdmissionChecks are set inactive (best effort); the webhook and the metrics
+endpoint stop.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ import signal
 from collections.abc import Callable
 
 from optsched.controller.certs import TlsMaterial, ca_bundle_patch, generate, service_dns_names
+from optsched.controller.health import Heartbeat, liveness_bound
 from optsched.controller.leader import LeaderElector
 from optsched.controller.loop import Controller, default_planner
 from optsched.controller.metrics import Metrics
-from optsched.controller.options import Replica, WebhookOptions
+from optsched.controller.metrics_server import MetricsServer, on_loop, serving_tls
+from optsched.controller.options import MetricsOptions, Replica, WebhookOptions
+from optsched.controller.scrape_auth import ScrapeAuth
 from optsched.controller.webhook import WebhookServer
 from optsched.kube.client import ApiError, Client
 from optsched.kube.writer import Writer
@@ -30,14 +35,18 @@ from optsched.kube.writer import Writer
 log = logging.getLogger("optsched.run")
 
 WEBHOOK_API = "admissionregistration.k8s.io/v1"
+WITHDRAW_TIMEOUT_S = 10.0
+"""At most this long (after waiting for a handover) is spent on shutdown setting our checks inactive."""
 
 
 async def run_replica(kubeconfig: str | None, replica: Replica) -> int:
     """Run until SIGINT/SIGTERM (or one cycle); the process exit code."""
-    client = await Client.connect(kubeconfig)
+    client = await Client.connect(kubeconfig, request_timeout=replica.request_timeout)
     metrics = Metrics()
-    if replica.metrics_port and not replica.once:
-        metrics.serve(replica.metrics_port)
+    heartbeat = Heartbeat(liveness_bound(replica.options, replica.settings, replica.request_timeout))
+    endpoint = None
+    if replica.metrics.port and not replica.once:
+        endpoint = _serve_metrics(replica.metrics, client, metrics, heartbeat)
     elector = None
     if replica.lease is not None and not replica.options.dry_run:
         elector = LeaderElector(client, replica.lease, replica.identity)
@@ -47,6 +56,7 @@ async def run_replica(kubeconfig: str | None, replica: Replica) -> int:
         planner=default_planner(replica.settings),
         metrics=metrics,
         is_leader=_leadership(elector, metrics),
+        heartbeat=heartbeat,
     )
     server = None
     if replica.webhook.port:
@@ -60,10 +70,42 @@ async def run_replica(kubeconfig: str | None, replica: Replica) -> int:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        led = elector.is_leader if elector is not None else True
         if elector is not None:
             await elector.release()
+        if led and not replica.once and not replica.options.dry_run:
+            await _withdraw_if_last(controller, elector)
         if server is not None:
             server.stop()
+        if endpoint is not None:
+            endpoint.stop()
+
+
+def _serve_metrics(
+    options: MetricsOptions, client: Client, metrics: Metrics, heartbeat: Heartbeat
+) -> MetricsServer:
+    """``/metrics`` and ``/healthz``: over HTTPS with each scrape reviewed by the API server, or plain."""
+    tls = serving_tls(options.cert_dir) if options.secure else None
+    authorize = on_loop(ScrapeAuth(client), asyncio.get_running_loop()) if options.secure else None
+    endpoint = MetricsServer(
+        metrics.registry, heartbeat.health, host=options.host, port=options.port, tls=tls, authorize=authorize
+    )
+    endpoint.start()
+    mode = "HTTPS, scrapes authenticated and authorized" if options.secure else "plain HTTP"
+    log.info("metrics and /healthz on %s:%d (%s)", options.host, endpoint.port, mode)
+    return endpoint
+
+
+async def _withdraw_if_last(controller: Controller, elector: LeaderElector | None) -> None:
+    """Set our AdmissionChecks inactive unless another replica takes the Lease over (best effort)."""
+    handover_s = elector.lease.renew_every_s + 1 if elector is not None else 0.0
+    try:
+        async with asyncio.timeout(handover_s + WITHDRAW_TIMEOUT_S):
+            if elector is not None and await elector.taken_over(handover_s):
+                return
+            await controller.checks.withdraw()
+    except TimeoutError:
+        log.warning("shutdown: our AdmissionChecks could not be set inactive in time")
 
 
 def _leadership(elector: LeaderElector | None, metrics: Metrics) -> Callable[[], bool]:

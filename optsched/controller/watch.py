@@ -1,55 +1,26 @@
-"""Watches that wake the controller early, and the filters that say which events matter.
+"""Which informer events wake the controller early: the filters over the caches' change stream.
 
-A watch never carries state into a decision: it only sets an asyncio Event
+An event never carries state into a decision: it only sets an asyncio Event
 (re-plan, pin, reconcile the AdmissionChecks), and the woken pass reads the
-cluster afresh. Nodes and the node agents' NodeGPUs wake a re-plan only when
-what the planner reads of them changed, not on every heartbeat. A dropped
-watch reconnects with backoff; the periodic cycle covers whatever it missed
-meanwhile.
+caches. Nodes and the node agents' NodeGPUs wake a re-plan only when what the
+planner reads of them changed, not on every heartbeat; the filters forget an
+object when it is deleted (a relist hands on deletions it finds as DELETED
+events too), so they hold no more than the objects that exist. Pods wake a
+re-plan when one that held capacity, or one of ours, goes away or finishes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from optsched.controller.views import TERMINAL_PHASES, read_pod
-from optsched.kube.client import Client
 from optsched.kueue import workload_status as ks
-from optsched.model.names import GPU_TOPOLOGY_ANNOTATION
-
-log = logging.getLogger("optsched.controller")
+from optsched.model.names import GPU_TOPOLOGY_ANNOTATION, NODE_GPUS_KIND
 
 WatchEvent = Mapping[str, Any]
-CHANGES = ("ADDED", "MODIFIED", "DELETED")
-MAX_BACKOFF_S = 30.0
-
-
-async def watch_forever(
-    client: Client,
-    api_version: str,
-    plural: str,
-    on_event: Callable[[WatchEvent], None],
-    *,
-    label_selector: str | None = None,
-) -> None:
-    """Hand every change event to ``on_event``; reconnect on errors, until cancelled."""
-    backoff = 1.0
-    while True:
-        try:
-            async for event in client.watch(api_version, plural, label_selector=label_selector):
-                backoff = 1.0
-                if event.get("type") in CHANGES:
-                    on_event(event)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.debug("watch %s ended: %s", plural, exc)
-        await asyncio.sleep(backoff)
-        backoff = min(backoff * 2, MAX_BACKOFF_S)
 
 
 def pod_is_gated(event: WatchEvent) -> bool:
@@ -58,8 +29,15 @@ def pod_is_gated(event: WatchEvent) -> bool:
 
 
 def pod_frees_capacity(event: WatchEvent) -> bool:
-    """A pod of ours that went away or finished: capacity changed, so re-plan."""
-    return event.get("type") == "DELETED" or read_pod(event.get("object") or {}).phase in TERMINAL_PHASES
+    """A bound pod, or one of ours, that went away or finished: capacity changed, so re-plan.
+
+    A pod that finishes leaves the informer's field selector, so it usually
+    arrives as DELETED; an unbound pod of someone else frees nothing.
+    """
+    pod = read_pod(event.get("object") or {})
+    if pod.node is None and pod.plan_id is None:
+        return False
+    return event.get("type") == "DELETED" or pod.phase in TERMINAL_PHASES
 
 
 class NodeFilter:
@@ -114,3 +92,40 @@ class NodeGpusFilter:
         changed = self.seen.get(name) != fingerprint
         self.seen[name] = fingerprint
         return changed
+
+
+class Triggers:
+    """What each kind's cache events wake: a cycle, a pin pass, the AdmissionCheck reconciler."""
+
+    def __init__(
+        self, cycle: asyncio.Event, pin: asyncio.Event, checks: Callable[[WatchEvent], None]
+    ) -> None:
+        self.cycle = cycle
+        self.pin = pin
+        self.checks = checks
+        self.nodes = NodeFilter()
+        self.node_gpus = NodeGpusFilter()
+
+    def handlers(self) -> dict[str, Callable[[WatchEvent], None]]:
+        """A handler per kind, for the informers."""
+        return {
+            "Workload": lambda event: self.cycle.set(),
+            "Pod": self.on_pod,
+            "Node": self.on_node,
+            NODE_GPUS_KIND: self.on_node_gpus,
+            "AdmissionCheck": self.checks,
+        }
+
+    def on_pod(self, event: WatchEvent) -> None:
+        if pod_is_gated(event):
+            self.pin.set()
+        if pod_frees_capacity(event):
+            self.cycle.set()
+
+    def on_node(self, event: WatchEvent) -> None:
+        if self.nodes(event):
+            self.cycle.set()
+
+    def on_node_gpus(self, event: WatchEvent) -> None:
+        if self.node_gpus(event):
+            self.cycle.set()

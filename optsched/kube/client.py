@@ -7,7 +7,13 @@ and streaming watches. Calling the REST paths directly keeps all of that
 explicit. Every call goes through :meth:`Client._call`, the only place where
 an answer becomes :class:`ApiError`: an HTTP error status keeps its status (so
 callers can tell a conflict from a missing object), no answer at all
-(connection refused, TLS failure, a dropped stream) is status 0.
+(connection refused, TLS failure, a dropped stream, no answer in time) is
+status 0.
+
+Every call is bounded: a request (its answer included) by the client's
+``request_timeout``, connecting by the same bound, and a watch by a read
+timeout a little above its ``timeoutSeconds``, so a half-open connection
+ends the stream instead of hanging its reader forever.
 
 The transport is anything with kr8s's ``call_api`` (an async context manager
 yielding an ``httpx.Response`` and raising on error statuses), so tests run
@@ -16,6 +22,7 @@ the client against a fake server.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -32,6 +39,12 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 Object = dict[str, Any]
+
+DEFAULT_REQUEST_TIMEOUT_S = 30.0
+"""How long one API call may take, its answer included, unless the client is told otherwise."""
+WATCH_READ_MARGIN_S = 10.0
+"""At most this much above its ``timeoutSeconds`` a watch waits for a line: the server ends a healthy
+stream first. The margin is one request timeout where that is shorter."""
 
 
 class Transport(Protocol):
@@ -75,6 +88,14 @@ def one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from (kr8s wraps httpx's timeouts in its own)."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None and len(chain) < 8:
+        chain.append(chain[-1].__cause__)
+    return chain
+
+
 def _api_error(exc: Exception) -> ApiError | None:
     """The ApiError an exception of the transport stands for; None when it is not about the API."""
     response = getattr(exc, "response", None)
@@ -85,8 +106,11 @@ def _api_error(exc: Exception) -> ApiError | None:
         except (ValueError, httpx.ResponseNotRead):
             message = ""
         return ApiError(response.status_code, message or one_line(exc))
-    if isinstance(exc, httpx.TransportError | OSError):
-        return ApiError(0, f"cannot reach the API server: {one_line(exc)}")
+    for cause in _causes(exc):
+        if isinstance(cause, httpx.TimeoutException):
+            return ApiError(0, f"no answer from the API server in time: {one_line(cause)}")
+        if isinstance(cause, httpx.TransportError | OSError):
+            return ApiError(0, f"cannot reach the API server: {one_line(cause)}")
     return None
 
 
@@ -97,37 +121,85 @@ def _base(api_version: str) -> str:
 class Client:
     """REST calls on one transport (kr8s's API object, which owns authentication and TLS)."""
 
-    def __init__(self, transport: Transport, *, source: str = "the default kubeconfig") -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        source: str = "the default kubeconfig",
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S,
+    ) -> None:
+        if request_timeout <= 0:
+            raise ValueError(f"request_timeout must be positive, got {request_timeout}")
         self.transport = transport
         self.source = source
         """The kubeconfig the client was built from, as messages name it."""
+        self.request_timeout = request_timeout
+        """Seconds one call may take, its answer included; then it fails as unreachable (status 0)."""
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None) -> Client:
-        """A client for ``kubeconfig`` (None: in-cluster or the default); InputError naming it if unusable."""
+    async def connect(
+        cls, kubeconfig: str | None, *, request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
+    ) -> Client:
+        """A client for ``kubeconfig`` (None: in-cluster or the default); InputError naming it if unusable.
+
+        Connecting asks the server for its version: an answer that does not come
+        within ``request_timeout`` is an InputError too, never a hang.
+        """
         import kr8s.asyncio  # deferred: kr8s is slow to import and only the live-cluster verbs need it
 
         source = kubeconfig or "the default kubeconfig"
         if kubeconfig is not None and not os.path.isfile(kubeconfig):
             raise InputError("no such file", source=kubeconfig)
         try:
-            api = await kr8s.asyncio.api(kubeconfig=kubeconfig)
+            async with asyncio.timeout(request_timeout):
+                api = await kr8s.asyncio.api(kubeconfig=kubeconfig)
+        except TimeoutError as exc:
+            raise InputError(
+                f"cannot reach the API server: no answer within {request_timeout:g}s", source=source
+            ) from exc
         except (httpx.HTTPError, OSError) as exc:
             raise InputError(f"cannot reach the API server: {one_line(exc)}", source=source) from exc
         except Exception as exc:
             raise InputError(f"cannot load kubeconfig: {one_line(exc)}", source=source) from exc
-        return cls(api, source=source)
+        api.timeout = httpx.Timeout(request_timeout)
+        return cls(api, source=source, request_timeout=request_timeout)
 
     @contextlib.asynccontextmanager
     async def _call(
-        self, method: str, api_version: str, url: str, *, namespace: str | None, **kwargs: Any
+        self,
+        method: str,
+        api_version: str,
+        url: str,
+        *,
+        namespace: str | None,
+        stream: bool = False,
+        **kwargs: Any,
     ) -> AsyncIterator[httpx.Response]:
-        """One request; every failure of the transport leaves here as :class:`ApiError`."""
+        """One request; every failure of the transport leaves here as :class:`ApiError`.
+
+        A plain request is bounded as a whole by :attr:`request_timeout` (the
+        caller only reads the answer already received inside the block); a
+        stream is bounded by the read timeout its caller passes.
+        """
+        deadline = None if stream else self.request_timeout
+        if not stream:
+            kwargs.setdefault("timeout", httpx.Timeout(self.request_timeout))
         try:
-            async with self.transport.call_api(
-                method, version=api_version, base=_base(api_version), namespace=namespace, url=url, **kwargs
-            ) as response:
+            async with (
+                asyncio.timeout(deadline),
+                self.transport.call_api(
+                    method,
+                    version=api_version,
+                    base=_base(api_version),
+                    namespace=namespace,
+                    url=url,
+                    stream=stream,
+                    **kwargs,
+                ) as response,
+            ):
                 yield response
+        except TimeoutError as exc:
+            raise ApiError(0, f"no answer from the API server within {self.request_timeout:g}s") from exc
         except Exception as exc:
             error = _api_error(exc)
             if error is None:
@@ -255,28 +327,42 @@ class Client:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
         timeout_seconds: int = 300,
     ) -> AsyncIterator[Object]:
-        """Watch events (``{"type": ..., "object": ...}``) from now on, until the server ends the stream.
+        """Watch events (``{"type": ..., "object": ...}``) until the server ends the stream.
 
-        "From now on" is the resourceVersion of a one-item list, so a watch
-        started after a full read misses nothing and replays nothing.
+        From ``resource_version`` (an informer's last list or event); without
+        it, "from now on": the resourceVersion of a one-item list, so a watch
+        started after a full read misses nothing and replays nothing. The
+        stream's read timeout is ``timeout_seconds`` plus a margin: the server
+        ends a healthy stream first, a half-open connection ends with
+        :class:`ApiError` status 0.
         """
-        selector = {"labelSelector": label_selector} if label_selector else {}
-        listing = await self.request(
-            "GET", api_version, plural, namespace=namespace, params={"limit": "1", **selector}
-        )
+        selector = {
+            key: value
+            for key, value in (("labelSelector", label_selector), ("fieldSelector", field_selector))
+            if value
+        }
+        version = resource_version
+        if version is None:
+            listing = await self.request(
+                "GET", api_version, plural, namespace=namespace, params={"limit": "1", **selector}
+            )
+            version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
         params = {
             "watch": "true",
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
             **selector,
         }
-        version = str((listing.get("metadata") or {}).get("resourceVersion", ""))
         if version:
             params["resourceVersion"] = version
+        margin = min(WATCH_READ_MARGIN_S, self.request_timeout)
+        read_timeout = httpx.Timeout(self.request_timeout, read=timeout_seconds + margin)
         async with self._call(
-            "GET", api_version, plural, namespace=namespace, params=params, stream=True, timeout=None
+            "GET", api_version, plural, namespace=namespace, params=params, stream=True, timeout=read_timeout
         ) as response:
             async for line in response.aiter_lines():
                 event = _event(line)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from optsched.commands.run import register_run, replica_from
-from optsched.controller.options import LeaseOptions, Options, Replica, WebhookOptions
+from optsched.controller.options import LeaseOptions, MetricsOptions, Options, Replica, WebhookOptions
 from optsched.settings import Settings
 
 
@@ -47,3 +49,22 @@ def test_the_controller_can_plan_without_extended_resource_toleration() -> None:
     assert replica_from(parse("--identity", "a")).settings.extended_resource_toleration
     off = replica_from(parse("--identity", "a", "--no-extended-resource-toleration"))
     assert not off.settings.extended_resource_toleration
+
+
+def test_metrics_are_secure_by_default_and_can_be_bound_to_localhost_in_plain_http() -> None:
+    assert replica_from(parse("--identity", "a")).metrics == MetricsOptions(secure=True, port=9464)
+    local = replica_from(
+        parse("--identity=a", "--metrics-bind-address=127.0.0.1:8080", "--metrics-secure=false")
+    )
+    assert local.metrics == MetricsOptions(host="127.0.0.1", port=8080, secure=False)
+    assert replica_from(parse("--identity=a", "--metrics-bind-address", ":8443")).metrics.port == 8443
+    assert replica_from(parse("--identity=a", "--metrics-bind-address=0")).metrics.port == 0
+    assert replica_from(parse("--identity=a", "--metrics-port=0")).metrics.port == 0
+    assert replica_from(parse("--identity=a", "--request-timeout=5")).request_timeout == 5
+
+
+@pytest.mark.parametrize("argv", [("--metrics-bind-address=localhost",), ("--metrics-secure=maybe",)])
+def test_bad_metrics_flags_are_usage_errors(argv: tuple[str, ...]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse("--identity=a", *argv)
+    assert caught.value.code == 2

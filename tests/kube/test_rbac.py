@@ -43,3 +43,23 @@ def test_nothing_the_snapshot_reads_may_be_deleted() -> None:
     assert [
         k.plural for k in KINDS if {"delete", "deletecollection", "*"} & _granted(role, k.group, k.plural)
     ] == []
+
+
+def _documents() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(RBAC.read_text(encoding="utf-8")) if d]
+
+
+def test_secure_metrics_may_review_tokens_and_prometheus_gets_a_role_to_bind() -> None:
+    role = _cluster_role()
+    assert "create" in _granted(role, "authentication.k8s.io", "tokenreviews")
+    assert "create" in _granted(role, "authorization.k8s.io", "subjectaccessreviews")
+    [reader] = [d for d in _documents() if d["metadata"]["name"] == "optsched-metrics-reader"]
+    assert reader["kind"] == "ClusterRole"
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_secrets_are_read_by_name_only() -> None:
+    [role] = [d for d in _documents() if d["kind"] == "Role" and d["metadata"]["name"] == "optsched"]
+    rules = [r for r in role["rules"] if "secrets" in r.get("resources", [])]
+    assert all(r.get("resourceNames") == ["optsched-webhook-tls"] for r in rules if "get" in r["verbs"])
+    assert {v for r in rules if not r.get("resourceNames") for v in r["verbs"]} == {"create"}
