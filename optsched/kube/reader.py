@@ -2,11 +2,14 @@
 
 Only GET list calls are made (never watch, create or patch), so pointing
 ``optsched snapshot`` or ``optsched plan --kubeconfig`` at production is safe.
+Lists come in pages of :data:`PAGE_SIZE`, so no single answer (each bounded by
+the client's request timeout) has to carry a whole large cluster.
 Kueue's API moved from v1beta1 to v1beta2; each Kueue kind is listed at the
 newest version the server serves. A cluster without Kueue still yields its
 Nodes and Pods, with a note per missing kind; one without the ``NodeGPUs``
-CRD (no node agents) is normal and gets no note. The controller reads through
-the same function with its own client.
+CRD (no node agents) is normal and gets no note. The controller reads the
+same kinds through informers instead (``optsched.kube.cluster_cache``), which
+list once and then watch.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from typing import Any, NamedTuple
 from optsched.errors import InputError
 from optsched.kube.client import ApiError, Client
 from optsched.kube.documents import KINDS, Kind, items_of
+
+PAGE_SIZE = 500
+"""Objects per list request (``limit``); the rest follows with the server's ``continue`` token."""
 
 
 class Listing(NamedTuple):
@@ -37,14 +43,28 @@ async def _list(client: Client, kind: Kind, namespace: str | None) -> list[dict[
     last: ApiError | None = None
     for api_version in kind.api_versions():
         try:
-            body = await client.request("GET", api_version, kind.plural, namespace=namespace)
+            return await _pages(client, kind, namespace, api_version)
         except ApiError as exc:
             if exc.not_found:
                 last = exc
                 continue
             raise
-        return items_of(kind, body, api_version)
     raise _NotServed(f"{kind.kind}: not served ({last})")
+
+
+async def _pages(client: Client, kind: Kind, namespace: str | None, api_version: str) -> list[dict[str, Any]]:
+    """Every item of one kind at one version, page by page."""
+    params = {"limit": str(PAGE_SIZE)}
+    items: list[dict[str, Any]] = []
+    while True:
+        body = await client.request("GET", api_version, kind.plural, namespace=namespace, params=params)
+        items += items_of(kind, body, api_version)
+        token = (
+            (body.get("metadata") or {}).get("continue") if isinstance(body.get("metadata"), dict) else None
+        )
+        if not token:
+            return items
+        params["continue"] = str(token)
 
 
 async def read_cluster(

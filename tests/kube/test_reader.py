@@ -144,3 +144,18 @@ def test_a_refused_node_gpus_list_is_one_note() -> None:
     assert "NodeGPUs" not in [o["kind"] for o in objects] and "Node" in [o["kind"] for o in objects]
     [note] = notes
     assert note.startswith("NodeGPUs: not readable (nodegpus.optsched.io is forbidden")
+
+
+def test_read_cluster_lists_in_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    from optsched.kube import reader
+    from tests.kube.fake_server import FakeServer
+
+    nodes = [{"kind": "Node", "metadata": {"name": f"n{i}"}} for i in range(5)]
+    server = FakeServer(nodes)
+    monkeypatch.setattr(reader, "PAGE_SIZE", 2)
+    objects, _ = asyncio.run(read_cluster(Client(server)))
+    assert sorted(o["metadata"]["name"] for o in objects if o["kind"] == "Node") == [
+        f"n{i}" for i in range(5)
+    ]
+    pages = [r.url.params.get("continue") for r in server.requests if r.url.path == "/api/v1/nodes"]
+    assert pages == [None, "2", "4"]
