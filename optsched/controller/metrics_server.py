@@ -40,6 +40,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from optsched.controller.certs import generate
 from optsched.controller.health import Health
 from optsched.controller.scrape_auth import ScrapeAuth, Verdict, bearer_token
+from optsched.errors import InputError
 
 log = logging.getLogger("optsched.metrics")
 
@@ -68,7 +69,11 @@ class Tls:
 def serving_tls(cert_dir: str | None) -> Tls:
     """The files in ``cert_dir`` (``tls.crt``, ``tls.key``), else a certificate made now for this process."""
     if cert_dir:
-        return Tls(os.path.join(cert_dir, "tls.crt"), os.path.join(cert_dir, "tls.key"))
+        tls = Tls(os.path.join(cert_dir, "tls.crt"), os.path.join(cert_dir, "tls.key"))
+        for path in (tls.cert, tls.key):
+            if not os.path.isfile(path):
+                raise InputError("no such file (--metrics-cert-dir needs tls.crt and tls.key)", source=path)
+        return tls
     names = [socket.gethostname(), "localhost"]
     cert, key = generate(names).write(tempfile.mkdtemp(prefix="optsched-metrics-"))
     return Tls(cert, key)

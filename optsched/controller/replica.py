@@ -29,6 +29,7 @@ from optsched.controller.metrics_server import MetricsServer, on_loop, serving_t
 from optsched.controller.options import MetricsOptions, Replica, WebhookOptions
 from optsched.controller.scrape_auth import ScrapeAuth
 from optsched.controller.webhook import WebhookServer
+from optsched.errors import InputError
 from optsched.kube.client import ApiError, Client
 from optsched.kube.writer import Writer
 
@@ -87,9 +88,19 @@ def _serve_metrics(
     """``/metrics`` and ``/healthz``: over HTTPS with each scrape reviewed by the API server, or plain."""
     tls = serving_tls(options.cert_dir) if options.secure else None
     authorize = on_loop(ScrapeAuth(client), asyncio.get_running_loop()) if options.secure else None
-    endpoint = MetricsServer(
-        metrics.registry, heartbeat.health, host=options.host, port=options.port, tls=tls, authorize=authorize
-    )
+    try:
+        endpoint = MetricsServer(
+            metrics.registry,
+            heartbeat.health,
+            host=options.host,
+            port=options.port,
+            tls=tls,
+            authorize=authorize,
+        )
+    except OSError as exc:
+        raise InputError(
+            f"cannot serve metrics on {options.host}:{options.port}: {exc.strerror or exc}"
+        ) from exc
     endpoint.start()
     mode = "HTTPS, scrapes authenticated and authorized" if options.secure else "plain HTTP"
     log.info("metrics and /healthz on %s:%d (%s)", options.host, endpoint.port, mode)

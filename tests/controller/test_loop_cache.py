@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -146,8 +147,6 @@ def test_the_pin_pass_pins_from_the_caches_without_listing() -> None:
 
 
 def test_a_cycle_leaves_the_cached_objects_as_they_were() -> None:
-    import copy  # local: only this test compares deep copies
-
     objects = [
         *o.base_objects(o.node("n1"), o.node("bad", topology="[[")),
         o.workload("a", count=1, gpus=4, check="Ready", admitted=True, record=RECORD),

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from optsched.controller.certs import generate
 from optsched.controller.health import Heartbeat
 from optsched.controller.metrics import Metrics
-from optsched.controller.metrics_server import MetricsServer, Tls, on_loop
+from optsched.controller.metrics_server import MetricsServer, Tls, on_loop, serving_tls
 from optsched.controller.scrape_auth import ScrapeAuth
+from optsched.errors import InputError
 from optsched.kube.client import Client
 from tests.kube.fake import FakeTransport, status
 
@@ -176,3 +178,9 @@ def test_plain_mode_serves_metrics_without_review(tmp_path: Path) -> None:
         return [get("/metrics").status_code, get("/healthz").status_code, get("/other").status_code]
 
     assert scrape(tmp_path, requests, secure=False) == [200, 200, 404]
+
+
+def test_a_cert_dir_without_its_files_is_named_in_the_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as caught:
+        serving_tls(str(tmp_path))
+    assert str(tmp_path / "tls.crt") in str(caught.value)

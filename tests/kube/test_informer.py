@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from optsched.kube.client import Client
@@ -180,8 +181,6 @@ def test_a_kind_the_server_does_not_serve_is_synced_empty_with_a_note() -> None:
 def test_caches_that_cannot_sync_name_themselves() -> None:
     class Down:
         def call_api(self, *args: Any, **kwargs: Any) -> Any:
-            import httpx  # local: only this fake needs it
-
             raise httpx.ConnectError("connection refused")
 
     async def scenario() -> str:

@@ -9,10 +9,12 @@ import httpx
 import pytest
 
 from optsched.errors import InputError
+from optsched.kube import reader
 from optsched.kube.client import Client
 from optsched.kube.reader import fetch_snapshot_objects, read_cluster
 from optsched.model.names import KUEUE_API, NODE_GPUS_API
 from tests.kube.fake import FakeCluster, FakeTransport, status
+from tests.kube.fake_server import FakeServer
 
 V1BETA1 = "kueue.x-k8s.io/v1beta1"
 OBJECTS = [
@@ -147,9 +149,6 @@ def test_a_refused_node_gpus_list_is_one_note() -> None:
 
 
 def test_read_cluster_lists_in_pages(monkeypatch: pytest.MonkeyPatch) -> None:
-    from optsched.kube import reader
-    from tests.kube.fake_server import FakeServer
-
     nodes = [{"kind": "Node", "metadata": {"name": f"n{i}"}} for i in range(5)]
     server = FakeServer(nodes)
     monkeypatch.setattr(reader, "PAGE_SIZE", 2)
