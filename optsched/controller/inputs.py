@@ -199,7 +199,7 @@ class PlanningInput:
     workloads: Mapping[str, WorkloadView]
     """Every Workload by ``namespace/name``, malformed ones included (their ``problem`` says why)."""
     pods: tuple[PodView, ...]
-    """Every pod carrying our plan-id label."""
+    """Every pod carrying our plan-id label, the queue-name label or our scheduling gate."""
     reports: tuple[Report, ...] = ()
     assumed: int = 0
     """Pods counted as assumed usage."""

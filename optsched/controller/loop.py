@@ -47,8 +47,7 @@ from optsched.controller.health import Heartbeat, liveness_bound
 from optsched.controller.inputs import PlanningInput, Report, build_input
 from optsched.controller.metrics import Metrics
 from optsched.controller.options import Options
-from optsched.controller.pinning import pins_for, ready_records
-from optsched.controller.views import read_pod, read_workload
+from optsched.controller.pin_pass import pin_pass_decisions
 from optsched.controller.watch import Triggers
 from optsched.errors import InputError, PlanValidationError
 from optsched.kube.client import ApiError, Client
@@ -334,10 +333,10 @@ class Controller:
         except (NotSynced, ApiError) as exc:
             log.debug("pin pass skipped: %s", exc)
             return 0
-        workloads = self.cache.of_kind("Workload")
-        views = [read_workload(w, self.options.check_names, spec=False) for w in workloads]
-        pins = pins_for([read_pod(p) for p in self.cache.pods()], ready_records(views))
-        return (await self.actor.pin(pins.pins, pins.waiting)).pinned
+        kinds = ("Workload", "Node", "LocalQueue", "ClusterQueue")
+        objects = [o for kind in kinds for o in self.cache.of_kind(kind)]
+        found = pin_pass_decisions(objects, self.cache.pods(), self.options.check_names, now=self.clock())
+        return (await self.actor.pin(found.pins, found.waiting, found.ungates)).pinned
 
     async def _pin_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

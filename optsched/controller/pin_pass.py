@@ -1,0 +1,50 @@
+"""The pin pass between cycles, pure part: pins and gate lifts from the cached objects, without planning.
+
+Gated pods appear in bursts as Jobs start; pinning them should not wait for
+the next cycle's plan. The pass applies the same rules the cycle does for
+pins: the node's hostname label, the stamp of when the pin is made, no pins
+for a workload whose planned node is gone, NotReady or cordoned (the next
+cycle sends it back), and our gate lifted from pods of queues not ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from optsched.controller.actions import Decisions
+from optsched.controller.inputs import present_nodes
+from optsched.controller.pinning import pins_for, ready_records, ungates_for
+from optsched.controller.repair import lost_nodes
+from optsched.controller.views import by_plan, pods_of, read_pod, read_workload
+from optsched.kueue import workload_status as ks
+from optsched.kueue.managed_queues import managed_local_queues
+
+
+def pin_pass_decisions(
+    objects: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    check_names: Iterable[str],
+    *,
+    now: datetime,
+) -> Decisions:
+    """Pins and gate lifts for the gated ``pods``, given the cached ``objects`` (Workloads, Nodes, queues)."""
+    listed = list(objects)
+    names = tuple(check_names)
+    views = [read_workload(dict(w), names, spec=False) for w in listed if w.get("kind") == "Workload"]
+    pod_views = [read_pod(p) for p in pods]
+    nodes = present_nodes(listed)
+    grouped = by_plan(pod_views)
+    records = {
+        key: view
+        for key, view in ready_records(views).items()
+        if view.record is not None and not lost_nodes(view.record, pods_of(view, grouped), nodes)
+    }
+    hostnames = {name: node.hostname for name, node in nodes.items() if node.hostname}
+    pins = pins_for(pod_views, records, hostnames=hostnames, now=ks.format_time(now))
+    return Decisions(
+        pins=pins.pins,
+        waiting=pins.waiting,
+        ungates=ungates_for(pod_views, managed_local_queues(listed, names)),
+    )
