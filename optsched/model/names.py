@@ -50,6 +50,8 @@ KUEUE_VERSIONS: tuple[str, ...] = (KUEUE_VERSION, "v1beta1")
 """What optsched reads, newest first (v1beta1 is still served)."""
 KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
+KUEUE_QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+"""On a job or pod: the LocalQueue it is submitted to (the only Kueue label a plain pod has at creation)."""
 KUEUE_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 """On the pods of a started Job: the name of the Workload admitted for it."""
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
