@@ -14,7 +14,10 @@ only the queue-name label; gating them here, not when a label arrives later,
 is what keeps them from reaching kube-scheduler before optsched placed them.
 A LocalQueue this replica has not seen yet, or whose ClusterQueue it has not
 seen, is gated too (fail closed): the controller lifts the gate once the
-queue turns out not to be ours.
+queue turns out not to be ours. So is a pod Kueue's webhook marked
+``kueue.x-k8s.io/managed`` without a queue label: the pods of a StatefulSet or
+LeaderWorkerSet get their queue label from Kueue's controller only after
+creation, too late for this answer.
 
 Such a pod created with ``spec.nodeName`` already bypasses every scheduler
 and gate, so it is refused with a message that says why. A malformed review
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optsched.kueue.managed_queues import ManagedQueues
-from optsched.model.names import KUEUE_QUEUE_NAME_LABEL, PLAN_ID_LABEL, SCHEDULING_GATE
+from optsched.model.names import KUEUE_MANAGED_LABEL, KUEUE_QUEUE_NAME_LABEL, PLAN_ID_LABEL, SCHEDULING_GATE
 
 MUTATE_PATH = "/mutate-pods"
 
@@ -75,6 +78,11 @@ def claim(pod: Mapping[str, Any], namespace: str, queues: ManagedQueues) -> Clai
         return Claim(f"it carries the {PLAN_ID_LABEL} label of a workload optsched admitted")
     queue = labels.get(KUEUE_QUEUE_NAME_LABEL)
     if not isinstance(queue, str) or not queue:
+        if labels.get(KUEUE_MANAGED_LABEL) == "true":
+            return Claim(
+                f"Kueue manages it ({KUEUE_MANAGED_LABEL}) and its LocalQueue is not on the pod yet, "
+                "so it is treated as one optsched places"
+            )
         return None
     verdict = queues.verdict(namespace, queue)
     if verdict is False:

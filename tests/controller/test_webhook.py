@@ -7,7 +7,7 @@ import json
 
 from optsched.controller.webhook import mutate
 from optsched.kueue.managed_queues import ManagedQueues, managed_local_queues
-from optsched.model.names import KUEUE_QUEUE_NAME_LABEL, PLAN_ID_LABEL, SCHEDULING_GATE
+from optsched.model.names import KUEUE_MANAGED_LABEL, KUEUE_QUEUE_NAME_LABEL, PLAN_ID_LABEL, SCHEDULING_GATE
 
 NOTHING_READ = ManagedQueues()
 
@@ -94,6 +94,17 @@ def test_a_queue_not_read_yet_is_gated_and_a_known_foreign_one_is_not():
     assert patch_of(mutate(review(in_queue("new-queue")), queues())) == ADD_GATE, "unknown LocalQueue"
     out = mutate(review(in_queue("theirs")), queues())
     assert out["response"]["allowed"] and "patch" not in out["response"]
+
+
+def test_a_pod_kueue_manages_whose_queue_label_comes_later_is_gated():
+    """A StatefulSet's pods: Kueue's webhook marks them managed, its controller adds the queue label later."""
+    assert patch_of(mutate(review(pod({KUEUE_MANAGED_LABEL: "true"})), queues())) == ADD_GATE
+    out = mutate(review(pod({KUEUE_MANAGED_LABEL: "false"})), queues())
+    assert out["response"]["allowed"] and "patch" not in out["response"]
+    foreign = pod({KUEUE_MANAGED_LABEL: "true", KUEUE_QUEUE_NAME_LABEL: "theirs"})
+    assert "patch" not in mutate(review(foreign), queues())["response"], "the queue label decides"
+    answer = mutate(review(pod({KUEUE_MANAGED_LABEL: "true"}, node="n1")), queues())["response"]
+    assert answer["allowed"] is False and KUEUE_MANAGED_LABEL in answer["status"]["message"]
 
 
 def test_the_queue_is_looked_up_in_the_requests_namespace():

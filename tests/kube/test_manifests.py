@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from optsched.model.names import KUEUE_QUEUE_NAME_LABEL, PLAN_ID_LABEL, SCHEDULING_GATE
+from optsched.model.names import KUEUE_MANAGED_LABEL, KUEUE_QUEUE_NAME_LABEL, PLAN_ID_LABEL, SCHEDULING_GATE
 from tests.kube.cel import activation, matches
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -42,7 +42,7 @@ def excluded_namespaces(selector: dict[str, Any]) -> set[str]:
     return set(expression["values"])
 
 
-def test_the_webhook_is_called_for_pods_with_either_label_and_no_other() -> None:
+def test_the_webhook_is_called_for_pods_with_any_of_the_labels_and_no_other() -> None:
     (config,) = docs("webhook", "mutatingwebhook.yaml")
     (hook,) = config["webhooks"]
     assert "objectSelector" not in hook, "an objectSelector cannot say 'either label'"
@@ -51,6 +51,8 @@ def test_the_webhook_is_called_for_pods_with_either_label_and_no_other() -> None
     assert matches(hook, "CREATE", creating({PLAN_ID_LABEL: "p"}))
     assert matches(hook, "CREATE", creating({KUEUE_QUEUE_NAME_LABEL: "lq"}))
     assert matches(hook, "CREATE", creating({KUEUE_QUEUE_NAME_LABEL: "lq"}, node="n1")), "refused there"
+    assert matches(hook, "CREATE", creating({KUEUE_MANAGED_LABEL: "true"})), "a StatefulSet's pod"
+    assert not matches(hook, "CREATE", creating({KUEUE_MANAGED_LABEL: "false"}))
     assert not matches(hook, "CREATE", creating({"app": "web"}))
     assert not matches(hook, "CREATE", creating(None))
     assert hook["failurePolicy"] == "Fail" and hook["clientConfig"]["service"]["path"] == "/mutate-pods"
@@ -64,7 +66,9 @@ def test_the_policy_variant_gates_the_same_pods_unless_they_are_bound() -> None:
     assert "objectSelector" not in spec["matchConstraints"]
     assert matches(spec, "CREATE", creating({PLAN_ID_LABEL: "p"}))
     assert matches(spec, "CREATE", creating({KUEUE_QUEUE_NAME_LABEL: "lq"}))
+    assert matches(spec, "CREATE", creating({KUEUE_MANAGED_LABEL: "true"}))
     assert not matches(spec, "CREATE", creating({KUEUE_QUEUE_NAME_LABEL: "lq"}, node="n1"))
+    assert not matches(spec, "CREATE", creating({KUEUE_MANAGED_LABEL: "false"}))
     assert not matches(spec, "CREATE", creating({"app": "web"}))
     assert not matches(spec, "UPDATE", creating({PLAN_ID_LABEL: "p"}))
     (mutation,) = spec["mutations"]
