@@ -19,6 +19,11 @@ queue turns out not to be ours. So is a pod Kueue's webhook marked
 LeaderWorkerSet get their queue label from Kueue's controller only after
 creation, too late for this answer.
 
+A pod of a queue that requests no resource at all is left alone: Kueue
+assigns its workload no flavor, so no admission check applies and Kueue
+admits it without asking optsched (a gate would hold it for ever), and it
+takes none of the capacity optsched promises.
+
 Such a pod created with ``spec.nodeName`` already bypasses every scheduler
 and gate, so it is refused with a message that says why. A malformed review
 is allowed unchanged with a warning: refusing it would block pod creation
@@ -71,11 +76,30 @@ def _map(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def requests_nothing(pod: Mapping[str, Any]) -> bool:
+    """No container, init container or the pod itself requests or limits any resource, and no overhead."""
+    spec = _map(pod.get("spec"))
+    if _map(spec.get("overhead")) or _asks(spec.get("resources")):
+        return False
+    containers = [c for key in ("containers", "initContainers") for c in _list(spec.get(key))]
+    return not any(_asks(c.get("resources")) for c in containers if isinstance(c, dict))
+
+
+def _asks(resources: Any) -> bool:
+    return bool(_map(_map(resources).get("requests")) or _map(_map(resources).get("limits")))
+
+
 def claim(pod: Mapping[str, Any], namespace: str, queues: ManagedQueues) -> Claim | None:
     """Whether optsched places this pod, and why; None when the pod is not optsched's."""
     labels = _map(_map(pod.get("metadata")).get("labels"))
     if labels.get(PLAN_ID_LABEL):
         return Claim(f"it carries the {PLAN_ID_LABEL} label of a workload optsched admitted")
+    if requests_nothing(pod):
+        return None  # Kueue gives such a workload no flavor, so no admission check: nothing to place
     queue = labels.get(KUEUE_QUEUE_NAME_LABEL)
     if not isinstance(queue, str) or not queue:
         if labels.get(KUEUE_MANAGED_LABEL) == "true":

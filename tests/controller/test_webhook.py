@@ -47,8 +47,9 @@ def patch_of(response):
     return json.loads(base64.b64decode(raw)) if raw else []
 
 
-def pod(labels, gates=None, node=None, name="p-0"):
-    spec = {"containers": [{"name": "c"}]}
+def pod(labels, gates=None, node=None, name="p-0", resources=None):
+    asked = {"requests": {"cpu": "1"}} if resources is None else resources
+    spec = {"containers": [{"name": "c", "resources": asked}]}
     if gates is not None:
         spec["schedulingGates"] = gates
     if node:
@@ -105,6 +106,24 @@ def test_a_pod_kueue_manages_whose_queue_label_comes_later_is_gated():
     assert "patch" not in mutate(review(foreign), queues())["response"], "the queue label decides"
     answer = mutate(review(pod({KUEUE_MANAGED_LABEL: "true"}, node="n1")), queues())["response"]
     assert answer["allowed"] is False and KUEUE_MANAGED_LABEL in answer["status"]["message"]
+
+
+def test_a_queue_pod_that_requests_nothing_is_left_alone():
+    """Kueue admits it without asking any admission check: a gate would hold it for ever; it takes nothing."""
+    for labels in ({KUEUE_QUEUE_NAME_LABEL: "ours"}, {KUEUE_MANAGED_LABEL: "true"}):
+        empty = pod(labels, node="n1", resources={"requests": {}})
+        out = mutate(review(empty), queues())
+        assert out["response"]["allowed"] and "patch" not in out["response"]
+    limited = pod({KUEUE_QUEUE_NAME_LABEL: "ours"}, resources={"limits": {"nvidia.com/gpu": "1"}})
+    assert patch_of(mutate(review(limited), queues())) == ADD_GATE, "a limit is a request"
+    init = pod({KUEUE_QUEUE_NAME_LABEL: "ours"}, resources={})
+    init["spec"]["initContainers"] = [{"name": "i", "resources": {"requests": {"memory": "1Gi"}}}]
+    assert patch_of(mutate(review(init), queues())) == ADD_GATE
+    overhead = pod({KUEUE_QUEUE_NAME_LABEL: "ours"}, resources={})
+    overhead["spec"]["overhead"] = {"cpu": "250m"}
+    assert patch_of(mutate(review(overhead), queues())) == ADD_GATE
+    planned = pod({PLAN_ID_LABEL: "p"}, resources={})
+    assert patch_of(mutate(review(planned), queues())) == ADD_GATE, "a planned pod is gated regardless"
 
 
 def test_the_queue_is_looked_up_in_the_requests_namespace():
