@@ -5,7 +5,8 @@ is, pointed at a controller run here: a plain pod and a StatefulSet's pods of
 a LocalQueue optsched decides are gated at creation, planned, pinned and
 bound where optsched placed them; a pod of a LocalQueue optsched has not seen
 is gated (fail closed), one of a foreign queue is not, and one created bound
-to a node is refused with the reason. The controller runs with the admin
+to a node is refused with the reason. The MutatingAdmissionPolicy variant
+(manifests/mutating-admission-policy/) gates by labels alone. The controller runs with the admin
 credentials of the e2e cluster, so this module runs without the gate
 policies of test_gate_policy.py (they admit only optsched's service account).
 """
@@ -29,6 +30,7 @@ from optsched.controller.certs import generate
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOK = ROOT / "manifests" / "webhook" / "mutatingwebhook.yaml"
+MAP = ROOT / "manifests" / "mutating-admission-policy" / "policy.yaml"
 FAST = ("--interval", "2", "--debounce", "0.5", "--time-limit", "5", "--workers", "1")
 
 
@@ -172,3 +174,33 @@ def creating(ns: Namespace, queue: str) -> Callable[[], dict[str, Any] | None]:
             raise
 
     return create
+
+
+def test_the_policy_variant_gates_every_kueue_pod_that_asks_for_something(
+    cluster: E2ECluster, ns: Namespace
+) -> None:
+    """manifests/mutating-admission-policy as shipped, its binding scoped to this namespace."""
+    policy, binding = load_yaml_docs(MAP)
+    policy["metadata"]["name"] = binding["spec"]["policyName"] = ns.unique("optsched-pod-gate")
+    binding["metadata"]["name"] = ns.unique("optsched-pod-gate")
+    only_here = {"matchLabels": {"kubernetes.io/metadata.name": ns.name}}
+    binding["spec"]["matchResources"] = {"namespaceSelector": only_here}
+    try:
+        ns.apply([policy, binding])
+    except ApiError as exc:
+        if exc.status == 404:
+            pytest.skip("this API server does not serve MutatingAdmissionPolicy v1")
+        raise
+    probes = iter(range(1000))
+
+    def enforced() -> bool | None:
+        pod = ns.apply_one(plain_pod(f"probe-{next(probes)}", labels={QUEUE_NAME: "lq"}))
+        return True if GATE in gates_of(pod) else None
+
+    cluster.wait(enforced, "the MutatingAdmissionPolicy to gate")
+    assert GATE in gates_of(ns.apply_one(plain_pod("managed", labels={"kueue.x-k8s.io/managed": "true"})))
+    assert GATE in gates_of(ns.apply_one(plain_pod("planned", labels={"optsched.io/plan-id": "p"})))
+    empty = plain_pod("empty", labels={QUEUE_NAME: "lq"})
+    empty["spec"]["containers"] = [{"name": "main", "image": "busybox:1.36"}]
+    assert GATE not in gates_of(ns.apply_one(empty)), "a pod that asks for nothing is never checked"
+    assert GATE not in gates_of(ns.apply_one(plain_pod("plain"))), "not Kueue's"

@@ -26,11 +26,17 @@ def pod_labels() -> dict[str, str]:
     return dict(deployment()["spec"]["template"]["metadata"]["labels"])
 
 
-def creating(labels: dict[str, str] | None, node: str | None = None) -> dict[str, Any]:
+def creating(
+    labels: dict[str, str] | None,
+    node: str | None = None,
+    asks: dict[str, Any] | None = None,
+    **more: Any,
+) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": "p"}
     if labels is not None:
         metadata["labels"] = labels
-    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
+    asked = {"requests": {"cpu": "1"}} if asks is None else asks
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": asked}], **more}
     if node:
         spec["nodeName"] = node
     return activation("CREATE", {"metadata": metadata, "spec": spec})
@@ -71,6 +77,16 @@ def test_the_policy_variant_gates_the_same_pods_unless_they_are_bound() -> None:
     assert not matches(spec, "CREATE", creating({KUEUE_MANAGED_LABEL: "false"}))
     assert not matches(spec, "CREATE", creating({"app": "web"}))
     assert not matches(spec, "UPDATE", creating({PLAN_ID_LABEL: "p"}))
+    queued = {KUEUE_QUEUE_NAME_LABEL: "lq"}
+    assert not matches(spec, "CREATE", creating(queued, asks={})), "requests nothing: never checked"
+    assert not matches(spec, "CREATE", creating(queued, asks={"requests": {}, "limits": {}}))
+    assert matches(spec, "CREATE", creating(queued, asks={"limits": {"nvidia.com/gpu": "1"}}))
+    assert matches(spec, "CREATE", creating({PLAN_ID_LABEL: "p"}, asks={})), "planned: gated anyway"
+    init = [{"name": "i", "resources": {"requests": {"memory": "1Gi"}}}]
+    assert matches(spec, "CREATE", creating(queued, asks={}, initContainers=init))
+    assert matches(spec, "CREATE", creating(queued, asks={}, overhead={"cpu": "250m"}))
+    pod_level = {"requests": {"cpu": "2"}}
+    assert matches(spec, "CREATE", creating(queued, asks={}, resources=pod_level))
     (mutation,) = spec["mutations"]
     assert f'name: "{SCHEDULING_GATE}"' in mutation["applyConfiguration"]["expression"]
 
