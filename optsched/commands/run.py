@@ -105,7 +105,28 @@ def register_run(subparsers: Any) -> None:
         type=int,
         default=DeferPolicy.retry_after_seconds,
         metavar="SECONDS",
-        help="requeueAfterSeconds of a Retry (default: %(default)s)",
+        help="requeueAfterSeconds of the first Retry, doubled with each requeue (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-retry-after",
+        type=int,
+        default=DeferPolicy.max_retry_after_seconds,
+        metavar="SECONDS",
+        help="ceiling of the Retry backoff (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--unschedulable-seconds",
+        type=int,
+        default=DeferPolicy.unschedulable_seconds,
+        metavar="SECONDS",
+        help="re-plan a workload whose pinned pod kube-scheduler cannot bind for this long "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-reject-impossible",
+        dest="reject_impossible",
+        action="store_false",
+        help="requeue a workload that can never fit this cluster instead of rejecting it",
     )
     parser.add_argument(
         "--leader-elect", action="store_true", help="hold a coordination.k8s.io Lease; only the holder writes"
@@ -179,7 +200,13 @@ def options_from(args: argparse.Namespace) -> Options:
         interval=args.interval,
         debounce=args.debounce,
         dry_run=args.dry_run,
-        policy=DeferPolicy(hold_seconds=args.hold_seconds, retry_after_seconds=args.retry_after),
+        policy=DeferPolicy(
+            hold_seconds=args.hold_seconds,
+            retry_after_seconds=args.retry_after,
+            max_retry_after_seconds=args.max_retry_after,
+            unschedulable_seconds=args.unschedulable_seconds,
+            reject_impossible=args.reject_impossible,
+        ),
     )
 
 

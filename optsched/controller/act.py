@@ -3,17 +3,24 @@
 Pods are pinned first (they wait for it), then each workload's writes go in
 order (record, then check), then the Events: on workloads whose writes went
 through, and on unusable objects. Pods and
-workloads proceed concurrently, at most ``concurrency`` writes in flight.
-Every write is idempotent: one that fails is logged and sent again by the
+workloads proceed concurrently, at most ``concurrency`` writes in flight, in
+one task group: a write that fails unexpectedly cancels its siblings instead
+of leaving them running past the cycle. Every write is idempotent: one that
+fails (an API error or a transport failure) is logged and sent again by the
 next cycle, and a pin that meets a changed pod is retried at once on a fresh
 read (``on_conflict``). Leadership is checked before every write, so a
 replica that lost the Lease mid-cycle stops writing.
+
+A slot pinned recently is claimed in memory for the pod it went to, so a
+pass working from an older pod list never pins a second pod to it before
+the first pin shows in the list.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -26,6 +33,7 @@ from optsched.kube.client import ApiError
 from optsched.kube.writer import Writer
 from optsched.model.events import Event
 from optsched.model.names import KUEUE_API, PLACEMENT_ANNOTATION
+from optsched.model.snapshot import CheckState
 
 log = logging.getLogger("optsched.controller")
 
@@ -64,6 +72,8 @@ class Actor:
         self.on_conflict = on_conflict
         self._pin_lock = asyncio.Lock()
         """A cycle's pins and a pin pass's never interleave: each matched pods to slots on its own read."""
+        self._claimed: dict[tuple[str, str, str, int], tuple[str, float]] = {}
+        """Slot (namespace, plan id, PodSet, index) -> the pod pinned to it and when (monotonic)."""
 
     @property
     def _dry(self) -> str:
@@ -76,14 +86,16 @@ class Actor:
             async with semaphore:
                 return await job
 
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(job)) for job in jobs]
         total = Outcome()
-        for outcome in await asyncio.gather(*(one(job) for job in jobs)):
-            total += outcome
+        for task in tasks:
+            total += task.result()
         return total
 
     async def act(self, decisions: Decisions) -> Outcome:
         """Send one cycle's decisions: pins, then each workload's writes, then the Events."""
-        pinned = await self.pin(decisions.pins, decisions.waiting)
+        pinned = await self.pin(decisions.pins, decisions.waiting, decisions.ungates)
         applied = await self._each(self._apply(a) for a in decisions.actions if a.writes)
         self.metrics.observe_deferrals(
             [a.reason.value for a in decisions.actions if a.kind == ActionKind.DEFER and a.reason]
@@ -92,18 +104,49 @@ class Actor:
             await self.emit(event)
         return pinned + applied
 
-    async def pin(self, pins: Iterable[PodPin], waiting: Iterable[str] = ()) -> Outcome:
-        """Pin every pod (concurrently: each patch is independent)."""
+    async def pin(
+        self, pins: Iterable[PodPin], waiting: Iterable[str] = (), ungates: Iterable[PodPin] = ()
+    ) -> Outcome:
+        """Pin every pod (concurrently: each patch is independent), and lift our gate from ``ungates``."""
         for line in waiting:
             log.info("pod waits: %s", line)
         async with self._pin_lock:
-            return await self._each(self._pin(pin) for pin in pins)
+            fresh = self._unclaimed(pins)
+            return await self._each([*(self._pin(pin) for pin in fresh), *(self._pin(u) for u in ungates)])
+
+    CLAIM_SECONDS = 60.0
+    """How long a slot stays claimed for the pod pinned to it (the pod list shows the pin long before)."""
+
+    def _unclaimed(self, pins: Iterable[PodPin]) -> list[PodPin]:
+        """Pins whose slot no other pod was pinned to recently; claims for the rest are renewed."""
+        now = time.monotonic()
+        self._claimed = {k: v for k, v in self._claimed.items() if now - v[1] < self.CLAIM_SECONDS}
+        out = []
+        for pin in pins:
+            slot = (pin.namespace, pin.plan_id, pin.pod_set, pin.slot.index)
+            holder = self._claimed.get(slot)
+            if holder is not None and holder[0] != pin.key:
+                log.info(
+                    "pod %s waits: slot %s[%d] was just pinned to %s",
+                    pin.key,
+                    pin.pod_set,
+                    pin.slot.index,
+                    holder[0],
+                )
+                continue
+            out.append(pin)
+        return out
 
     async def _pin(self, pin: PodPin) -> Outcome:
         if not self.is_leader():
             return Outcome()
         try:
             await self.writer.patch_pod(pin.namespace, pin.name, pin.patch())
+            if not pin.ungate_only:
+                self._claimed[(pin.namespace, pin.plan_id, pin.pod_set, pin.slot.index)] = (
+                    pin.key,
+                    time.monotonic(),
+                )
         except ApiError as exc:
             if exc.conflict or exc.not_found:
                 log.info(
@@ -113,6 +156,9 @@ class Actor:
                 return Outcome()
             log.warning("pinning %s failed: %s", pin.key, exc)
             return Outcome(errors=(f"pin {pin.key}: {exc}",))
+        if pin.ungate_only:
+            log.info("%slifted our gate from pod %s: its LocalQueue is not optsched's", self._dry, pin.key)
+            return Outcome()
         self.metrics.pinned.inc()
         log.info(
             "%spinned pod %s to %s gpus %s (plan %s, %s[%d])",
@@ -126,9 +172,17 @@ class Actor:
         )
         return Outcome(pinned=1)
 
-    async def _write_record(self, action: WorkloadAction, value: str | None) -> None:
-        await self.writer.set_annotation(
-            KUEUE_API, "workloads", action.namespace, action.name, PLACEMENT_ANNOTATION, value, uid=action.uid
+    async def _write_record(self, action: WorkloadAction, value: str | None, *, on_read: bool = False) -> str:
+        """The record patch; ``on_read``: only onto the version the decision was made on."""
+        return await self.writer.set_annotation(
+            KUEUE_API,
+            "workloads",
+            action.namespace,
+            action.name,
+            PLACEMENT_ANNOTATION,
+            value,
+            uid=action.uid,
+            resource_version=action.resource_version if on_read else "",
         )
 
     async def _apply(self, action: WorkloadAction) -> Outcome:
@@ -136,14 +190,22 @@ class Actor:
         in between is repaired from it) and dropped only after a release has been sent."""
         if not self.is_leader():
             return Outcome()
-        release = action.kind == ActionKind.RELEASE
+        release = action.kind in (ActionKind.RELEASE, ActionKind.REJECT)
+        check = action.check
         try:
+            version = check.resource_version if check is not None else ""
             if action.record is not None:
-                await self._write_record(action, action.record.to_annotation())
+                version = await self._write_record(action, action.record.to_annotation(), on_read=True)
             elif action.drop_record and not release:
                 await self._write_record(action, None)
-            if action.check is not None:
-                await self.writer.apply_check(action.namespace, action.name, action.check.entry())
+            if check is not None:
+                await self.writer.apply_check(
+                    action.namespace,
+                    action.name,
+                    check.entries(),
+                    uid=action.uid,
+                    resource_version=version if check.state == CheckState.READY else "",
+                )
             if action.drop_record and release:
                 await self._write_record(action, None)
         except ApiError as exc:

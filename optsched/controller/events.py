@@ -17,3 +17,11 @@ class EventReason(StrEnum):
 
     PLANNED_NODE_LOST = "PlannedNodeLost"
     """A planned node went away before the pods bound; the workload is sent back to be planned again."""
+    PLACEMENT_LOST = "PlacementLost"
+    """A Ready workload's placement record is missing, unreadable or altered; it is planned again."""
+    PIN_UNSCHEDULABLE = "PinnedPodUnschedulable"
+    """A pinned pod could not bind to its planned node for too long; the workload is planned again."""
+    QUOTA_LOST = "QuotaLost"
+    """Our check was Ready on a workload without a quota reservation; reset to Pending."""
+    REJECTED = "Rejected"
+    """The workload can never be placed by optsched; the message says why."""

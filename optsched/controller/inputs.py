@@ -22,16 +22,18 @@ does a node whose GPU topology is unusable.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from optsched.controller.views import PodView, WorkloadView, by_plan, read_pod, read_workload
+from optsched.controller.pod_trust import trusted_pod_objects
+from optsched.controller.views import PodView, WorkloadView, by_plan, pods_of, read_pod, read_workload
 from optsched.errors import InputError
 from optsched.kueue import workload_status as ks
+from optsched.kueue.managed_queues import ManagedQueues, managed_local_queues
 from optsched.kueue.unreadable_queues import hold_unreadable_queues
 from optsched.model.events import Event
-from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS
-from optsched.model.snapshot import AssumedPod, CheckState, PodRequest, Snapshot
+from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, HOSTNAME_LABEL
+from optsched.model.snapshot import AssumedPod, CheckState, PodRequest, Snapshot, Workload
 from optsched.snapshot.build import snapshot_from_objects
 from optsched.snapshot.dedupe import dedupe
 from optsched.snapshot.nodes import parse_node
@@ -153,10 +155,40 @@ def assumed_pods(view: WorkloadView, pods: Iterable[PodView]) -> list[AssumedPod
     return out
 
 
+def at_reserved_counts(workload: Workload) -> Workload:
+    """The workload with each PodSet at exactly the pod count Kueue reserved quota for.
+
+    Kueue fixes the count at reservation (partial admission may reserve
+    fewer than ``count``, down to ``minCount``) and starts the job with that
+    many pods; a plan with more slots would hold GPUs no pod will use, one
+    with fewer would leave pods that never start.
+    """
+    counts = workload.reservation.counts if workload.reservation is not None else {}
+    if not counts:
+        return workload
+    pod_sets = tuple(
+        ps.model_copy(update={"count": counts[ps.name], "min_count": None})
+        if counts.get(ps.name, 0) > 0
+        else ps
+        for ps in workload.pod_sets
+    )
+    return workload.model_copy(update={"pod_sets": pod_sets})
+
+
 def managed_queues(snapshot: Snapshot, check_names: Iterable[str]) -> set[str]:
     """ClusterQueues that require one of our admission checks."""
     names = set(check_names)
     return {cq.name for cq in snapshot.cluster_queues if names.intersection(cq.admission_checks)}
+
+
+@dataclass(frozen=True)
+class NodePresence:
+    """A listed Node, as the rules about pins need it (read from the raw object, never from its parse)."""
+
+    ready: bool
+    cordoned: bool = False
+    hostname: str = ""
+    """Its ``kubernetes.io/hostname`` label, which may differ from its name."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +203,15 @@ class PlanningInput:
     reports: tuple[Report, ...] = ()
     assumed: int = 0
     """Pods counted as assumed usage."""
+    nodes: Mapping[str, NodePresence] = field(default_factory=dict)
+    """Every Node listed, by name, including those the snapshot left out."""
+    queues: ManagedQueues = field(default_factory=ManagedQueues)
+    """Which LocalQueues are ours: pods of the others have our gate lifted."""
+
+    @property
+    def hostnames(self) -> dict[str, str]:
+        """Node name to its ``kubernetes.io/hostname`` label, where the node has one."""
+        return {name: node.hostname for name, node in self.nodes.items() if node.hostname}
 
     @property
     def actionable(self) -> bool:
@@ -182,8 +223,15 @@ _DECIDED = (CheckState.READY, CheckState.RETRY, CheckState.REJECTED)
 
 
 def _to_plan(view: WorkloadView, managed: set[str]) -> bool:
-    """Pending in a queue of ours and not decided by our check yet."""
-    if view.problem is not None or view.lifecycle != ks.Lifecycle.PENDING:
+    """Quota reserved in a queue of ours, and not decided by our check yet.
+
+    Only reserved workloads take capacity in the plan: one Kueue has not
+    reserved (admission-gated, stopped queue, in backoff, losing a fair-share
+    decision) may never be, and must not push a reserved one out.
+    """
+    if view.problem is not None or view.lifecycle != ks.Lifecycle.PENDING or not view.holds_quota:
+        return False
+    if view.topology_assigned:
         return False
     if view.check is not None and view.check.state in _DECIDED:
         return False
@@ -208,13 +256,18 @@ def _read_workloads(
 
 
 def _assumed(views: Iterable[WorkloadView], pods: Iterable[PodView]) -> list[AssumedPod]:
-    """Assumed usage of every live workload whose check is Ready (its pods may not be bound yet)."""
+    """Assumed usage of every live workload whose check is Ready (its pods may not be bound yet).
+
+    Only while Kueue still holds its quota (or admitted it): a Ready check
+    left on a workload Kueue evicted is repaired by ``decide`` and holds nothing.
+    """
     plans = by_plan(pods)
     out: list[AssumedPod] = []
     for view in views:
         ready = view.check is not None and view.check.state == CheckState.READY
-        if view.live and ready and view.record is not None:
-            out += assumed_pods(view, plans.get(view.record.plan_id, []))
+        reserved = view.holds_quota or view.lifecycle == ks.Lifecycle.ADMITTED
+        if view.live and ready and reserved and view.record is not None:
+            out += assumed_pods(view, pods_of(view, plans))
     return out
 
 
@@ -238,6 +291,8 @@ def build_input(
     views, reports = _read_workloads(raw, names)
     pod_views = tuple(read_pod(p) for p in pods)
     assumed = _assumed(views, pod_views)
+    # Pods' own claims of which GPUs they hold count only where optsched pinned them there.
+    raw = trusted_pod_objects(raw, views)
     facts = [o for o in raw if o.get("kind") != "Workload"]
     # Workloads go in too: admitted ones give the ClusterQueues' usage and hold the nodes of their
     # pods not bound yet (those we assumed above are skipped); the queue itself comes from the views.
@@ -245,7 +300,9 @@ def build_input(
         raw, assumed, default_topology_levels=default_topology_levels, source=source
     )
     managed = managed_queues(snapshot, names)
-    planned = [v.workload for v in views if v.workload is not None and _to_plan(v, managed)]
+    planned = [
+        at_reserved_counts(v.workload) for v in views if v.workload is not None and _to_plan(v, managed)
+    ]
     # The snapshot's workloads are the ones parsed into views, in Kueue's queue order; those Kueue
     # cannot admit as their queues stand are held (our own checks exist: this controller serves them).
     queued = snapshot.model_copy(update={"workloads": tuple(sorted(planned, key=lambda w: w.queue_key))})
@@ -255,4 +312,23 @@ def build_input(
         pods=pod_views,
         reports=(*fact_reports, *reports),
         assumed=len(assumed),
+        nodes=present_nodes(raw),
+        queues=managed_local_queues(raw, names),
     )
+
+
+def present_nodes(objects: Iterable[Mapping[str, Any]]) -> dict[str, NodePresence]:
+    """Every Node as listed, whether or not the snapshot could plan on it: a node whose annotation
+    turned malformed is unplaceable, not gone."""
+    out: dict[str, NodePresence] = {}
+    for obj in objects:
+        if obj.get("kind") != "Node":
+            continue
+        spec = ks.map_or_empty(obj.get("spec"))
+        ready = ks.condition(obj, "Ready")
+        out[str(ks.meta(obj).get("name", ""))] = NodePresence(
+            ready=ready is not None and ready.get("status") == "True",
+            cordoned=spec.get("unschedulable") is True,
+            hostname=str(ks.map_or_empty(ks.meta(obj).get("labels")).get(HOSTNAME_LABEL) or ""),
+        )
+    return out

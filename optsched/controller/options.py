@@ -20,7 +20,18 @@ class DeferPolicy:
     hold_seconds: int = 300
     """Seconds after the quota reservation a deferred workload keeps it (at the head of its queue)."""
     retry_after_seconds: int = 60
-    """``requeueAfterSeconds`` of the Retry that then sends it back."""
+    """``requeueAfterSeconds`` of the first Retry that sends it back; doubled with each requeue."""
+    max_retry_after_seconds: int = 3600
+    """The backoff's ceiling."""
+    unschedulable_seconds: int = 120
+    """A pinned pod kube-scheduler cannot bind for this long gets its workload re-planned."""
+    reject_impossible: bool = True
+    """Reject (rather than requeue forever) a workload that can never fit, once its hold time is over."""
+
+    def retry_after(self, requeues: int) -> int:
+        """Exponential backoff on Kueue's requeue count, like Kueue's own checks."""
+        factor: int = 2 ** min(max(requeues, 0), 20)
+        return min(self.max_retry_after_seconds, self.retry_after_seconds * factor)
 
 
 @dataclass(frozen=True)

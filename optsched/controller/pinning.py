@@ -1,7 +1,9 @@
 """The ungater, pure part: which gated pod takes which planned slot, and the patch that pins it.
 
 A pod of an admitted workload is created with our scheduling gate. It is
-matched to one slot of its PodSet's placement record:
+matched to its Workload by namespace, plan id and owner (:func:`views.belongs`:
+a plan id copied onto another tenant's pod takes nothing), then to one slot
+of its PodSet's placement record:
 
 * an indexed Job's pod takes the slot of its completion index
   (``batch.kubernetes.io/job-completion-index``);
@@ -12,9 +14,14 @@ A slot is taken when a live pod of the same plan already carries its index
 in ``optsched.io/pod-index``; that annotation is written in the same patch as
 the pin, so a slot can never be handed to two pods, whatever crashes between
 cycles. The patch is one JSON merge patch carrying the pod's
-``resourceVersion``: it adds ``nodeSelector kubernetes.io/hostname`` (allowed
-on a gated pod), the GPU and index annotations, and drops our gate; a
-concurrent change makes it fail with 409 and the pin is retried on a fresh read.
+``resourceVersion``: it adds ``nodeSelector kubernetes.io/hostname`` (the
+node's own hostname label, which may differ from its name; allowed on a
+gated pod), the GPU and index annotations, and drops our gate; a concurrent
+change makes it fail with 409 and the pin is retried on a fresh read.
+
+Pods of pod-based integrations are gated at creation by their queue name,
+before anyone knows whether the queue is ours; once it is known not to be,
+:func:`ungates_for` lifts our gate and changes nothing else.
 """
 
 from __future__ import annotations
@@ -23,9 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.controller.records import PlacementRecord
-from optsched.controller.views import PodView, WorkloadView
+from optsched.controller.views import PodView, WorkloadView, belongs
 from optsched.kueue import workload_status as ks
+from optsched.kueue.managed_queues import ManagedQueues
 from optsched.model.names import GPUS_ANNOTATION, HOSTNAME_LABEL, POD_INDEX_ANNOTATION, SCHEDULING_GATE
 from optsched.model.placement import PodPlacement
 from optsched.model.snapshot import CheckState
@@ -41,6 +48,10 @@ class PodPin:
     slot: PodPlacement
     remaining_gates: tuple[str, ...]
     """The pod's other scheduling gates, kept."""
+    hostname: str = ""
+    """The node's ``kubernetes.io/hostname`` label (its name where empty)."""
+    ungate_only: bool = False
+    """Lift our gate and nothing else (a pod of a queue that is not ours)."""
 
     @property
     def key(self) -> str:
@@ -48,6 +59,12 @@ class PodPin:
 
     def patch(self) -> dict[str, Any]:
         """JSON merge patch: pin to the node, record GPUs and slot, remove our gate."""
+        gates = [{"name": g} for g in self.remaining_gates] or None
+        if self.ungate_only:
+            return {
+                "metadata": {"resourceVersion": self.resource_version},
+                "spec": {"schedulingGates": gates},
+            }
         annotations = {POD_INDEX_ANNOTATION: str(self.slot.index)}
         if self.slot.gpus is not None:
             annotations[GPUS_ANNOTATION] = ",".join(str(g) for g in self.slot.gpus)
@@ -57,8 +74,8 @@ class PodPin:
         return {
             "metadata": metadata,
             "spec": {
-                "nodeSelector": {HOSTNAME_LABEL: self.slot.node},
-                "schedulingGates": [{"name": g} for g in self.remaining_gates] or None,
+                "nodeSelector": {HOSTNAME_LABEL: self.hostname or self.slot.node},
+                "schedulingGates": gates,
             },
         }
 
@@ -70,16 +87,29 @@ class PinResult:
     """Gated pods that could not be matched to a free slot (``namespace/name: why``)."""
 
 
+Records = Mapping[tuple[str, str], WorkloadView]
+"""Ready workloads with a record, by namespace and plan id."""
+
+
 def _groups(
-    pods: Iterable[PodView], records: Mapping[str, PlacementRecord]
-) -> tuple[dict[tuple[str, str], list[PodView]], list[str]]:
-    """Live pods of known plans by (plan id, PodSet), and why gated pods of an unknown PodSet wait."""
-    groups: dict[tuple[str, str], list[PodView]] = {}
+    pods: Iterable[PodView], records: Records
+) -> tuple[dict[tuple[str, str, str], list[PodView]], list[str]]:
+    """Live pods of known workloads by (namespace, plan id, PodSet), and why gated pods wait."""
+    groups: dict[tuple[str, str, str], list[PodView]] = {}
     waiting: list[str] = []
     for pod in pods:
-        if not pod.plan_id or pod.plan_id not in records or not pod.live:
+        if not pod.plan_id or not pod.live:
             continue
-        record = records[pod.plan_id]
+        view = records.get((pod.namespace, pod.plan_id))
+        if view is None or view.record is None:
+            continue
+        if not belongs(pod, view):
+            if pod.gated_by_us:
+                waiting.append(
+                    f"{pod.key}: not a pod of {view.key} (owner differs), though it carries its plan id"
+                )
+            continue
+        record = view.record
         pod_set = pod.pod_set
         if pod_set is None and len(record.pod_sets) == 1:
             pod_set = next(iter(record.pod_sets))
@@ -87,20 +117,27 @@ def _groups(
             if pod.gated_by_us:
                 waiting.append(f"{pod.key}: PodSet {pod_set!r} is not in placement {pod.plan_id}")
             continue
-        groups.setdefault((pod.plan_id, pod_set), []).append(pod)
+        groups.setdefault((pod.namespace, pod.plan_id, pod_set), []).append(pod)
     return groups, waiting
 
 
-def pins_for(pods: Iterable[PodView], records: Mapping[str, PlacementRecord]) -> PinResult:
-    """Pins for every pod gated by us whose plan id names one of ``records`` (keyed by plan id).
+def pins_for(
+    pods: Iterable[PodView], records: Records, *, hostnames: Mapping[str, str] | None = None
+) -> PinResult:
+    """Pins for every pod gated by us that belongs to one of ``records`` (see :func:`ready_records`).
 
     ``pods`` must hold every live pod carrying the plan-id label (gated or
-    not, bound or not), so that taken slots are seen.
+    not, bound or not), so that taken slots are seen. ``hostnames`` maps node
+    names to their hostname labels.
     """
     groups, waiting = _groups(pods, records)
+    names = hostnames or {}
     pins: list[PodPin] = []
-    for (plan_id, pod_set), group in sorted(groups.items()):
-        slots = {s.index: s for s in records[plan_id].slots(pod_set)}
+    for (namespace, plan_id, pod_set), group in sorted(groups.items()):
+        record = records[(namespace, plan_id)].record
+        if record is None:  # never: _groups keeps only workloads with a record
+            continue
+        slots = {s.index: s for s in record.slots(pod_set)}
         taken = {p.slot_index for p in group if not p.gated_by_us and p.slot_index is not None}
         gated = sorted((p for p in group if p.gated_by_us), key=lambda p: (p.created, p.name))
         unindexed = []
@@ -108,18 +145,20 @@ def pins_for(pods: Iterable[PodView], records: Mapping[str, PlacementRecord]) ->
             index = pod.completion_index
             if index is not None and index in slots and index not in taken:
                 taken.add(index)
-                pins.append(_pin(pod, plan_id, pod_set, slots[index]))
+                pins.append(_pin(pod, plan_id, pod_set, slots[index], names))
             else:
                 unindexed.append(pod)
         free = [slots[i] for i in sorted(slots) if i not in taken]
-        pins += [_pin(pod, plan_id, pod_set, slot) for pod, slot in zip(unindexed, free, strict=False)]
+        pins += [_pin(pod, plan_id, pod_set, slot, names) for pod, slot in zip(unindexed, free, strict=False)]
         waiting += [
             f"{p.key}: every planned slot of PodSet {pod_set} is taken" for p in unindexed[len(free) :]
         ]
     return PinResult(pins=tuple(pins), waiting=tuple(waiting))
 
 
-def _pin(pod: PodView, plan_id: str, pod_set: str, slot: PodPlacement) -> PodPin:
+def _pin(
+    pod: PodView, plan_id: str, pod_set: str, slot: PodPlacement, hostnames: Mapping[str, str]
+) -> PodPin:
     return PodPin(
         namespace=pod.namespace,
         name=pod.name,
@@ -128,14 +167,39 @@ def _pin(pod: PodView, plan_id: str, pod_set: str, slot: PodPlacement) -> PodPin
         pod_set=pod_set,
         slot=slot,
         remaining_gates=tuple(g for g in pod.gates if g != SCHEDULING_GATE),
+        hostname=hostnames.get(slot.node, ""),
     )
 
 
-def ready_records(workloads: Iterable[WorkloadView]) -> dict[str, PlacementRecord]:
-    """Records of unfinished workloads whose check is Ready, by plan id: the pods that may be pinned."""
-    out: dict[str, PlacementRecord] = {}
+def ungates_for(pods: Iterable[PodView], queues: ManagedQueues) -> tuple[PodPin, ...]:
+    """Our gate lifted from live pods of LocalQueues known not to be ours (and carrying no plan id)."""
+    out = []
+    for pod in pods:
+        if not pod.gated_by_us or not pod.live or pod.plan_id or pod.queue_name is None:
+            continue
+        if queues.verdict(pod.namespace, pod.queue_name) is False:
+            out.append(
+                PodPin(
+                    namespace=pod.namespace,
+                    name=pod.name,
+                    resource_version=pod.resource_version,
+                    plan_id="",
+                    pod_set="",
+                    slot=PodPlacement(index=0, node="-"),
+                    remaining_gates=tuple(g for g in pod.gates if g != SCHEDULING_GATE),
+                    ungate_only=True,
+                )
+            )
+    return tuple(out)
+
+
+def ready_records(workloads: Iterable[WorkloadView]) -> dict[tuple[str, str], WorkloadView]:
+    """Unfinished workloads whose check is Ready and whose record is usable, by namespace and plan id:
+    the pods that may be pinned."""
+    out: dict[tuple[str, str], WorkloadView] = {}
     for view in workloads:
         ready = view.check is not None and view.check.state == CheckState.READY
-        if ready and view.lifecycle != ks.Lifecycle.FINISHED and view.record is not None:
-            out[view.record.plan_id] = view.record
+        reserved = view.holds_quota or view.lifecycle == ks.Lifecycle.ADMITTED
+        if ready and reserved and view.lifecycle != ks.Lifecycle.FINISHED and view.record is not None:
+            out[(view.namespace, view.record.plan_id)] = view
     return out

@@ -11,7 +11,7 @@ rest of the queue goes on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,7 +21,10 @@ from optsched.errors import InputError
 from optsched.kueue import workload_status as ks
 from optsched.model.names import (
     COMPLETION_INDEX_LABEL,
+    KUEUE_JOB_UID_LABEL,
     KUEUE_PODSET_LABEL,
+    KUEUE_QUEUE_NAME_LABEL,
+    PLACEMENT_ANNOTATION,
     PLAN_ID_LABEL,
     POD_INDEX_ANNOTATION,
     PODSET_LABEL,
@@ -31,6 +34,14 @@ from optsched.model.snapshot import CheckState, Workload
 from optsched.snapshot.kueue_objects import parse_workload
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+DIRECT_OWNER_KINDS = frozenset({"Job", "Pod"})
+"""Integrations whose pods a Workload's owner owns directly (batch Job; plain pods and pod groups).
+
+For these a pod belongs to a Workload only when its controller owner (or
+the pod itself) is one of the Workload's owners. Integrations with a
+controller in between (JobSet's child Jobs, RayCluster, LeaderWorkerSet's
+StatefulSets) are matched by namespace and plan id alone.
+"""
 
 
 @dataclass(frozen=True)
@@ -52,12 +63,33 @@ class WorkloadView:
     record: PlacementRecord | None
     workload: Workload | None = None
     """The spec as the planner reads it; None where it was not read or is malformed."""
-    problem: str | None = None
-    """Why the workload cannot be planned (malformed spec or record), in one line."""
+    spec_problem: str | None = None
+    """Why the spec cannot be planned, in one line: permanent, the workload is rejected."""
+    record_problem: str | None = None
+    """Why the placement record cannot be read or trusted, in one line."""
+    owners: frozenset[str] = frozenset()
+    """Owner uids and ``Kind/name``s, and the Job uid Kueue labels it with: whose pods are its pods."""
+    owner_kinds: frozenset[str] = frozenset()
+    checks: tuple[str, ...] = ()
+    """Every entry of ours on the workload (a ClusterQueue may require several checks we serve)."""
+    requeue_count: int = 0
+    """Kueue's ``status.requeueState.count``: how often it was sent back, for backoff."""
+    topology_assigned: bool = False
+    """A PodSet carries Kueue TAS's ``topologyAssignment``: TAS places it, so optsched must not."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def problem(self) -> str | None:
+        """Why the workload cannot be planned (malformed spec or record), in one line."""
+        return self.spec_problem or self.record_problem
+
+    @property
+    def strict_owners(self) -> bool:
+        """Its pods are owned directly by what owns it (a Job, or the pods themselves)."""
+        return bool(self.owner_kinds) and self.owner_kinds <= DIRECT_OWNER_KINDS
 
     @property
     def live(self) -> bool:
@@ -97,10 +129,8 @@ def read_workload(
             problem = str(exc)
         except (TypeError, AttributeError, ValueError) as exc:
             problem = f"{ks.key_of(obj)}: unreadable ({exc})"
-    try:
-        record = record_of(obj)
-    except RecordError as exc:
-        record, problem = None, problem or str(exc)
+    record, record_problem = _record(obj)
+    status = ks.map_or_empty(obj.get("status"))
     return WorkloadView(
         namespace=str(m.get("namespace", "default")),
         name=str(m.get("name", "")),
@@ -114,8 +144,55 @@ def read_workload(
         cluster_queue=ks.cluster_queue_of(obj, local_queues or {}),
         record=record,
         workload=workload,
-        problem=problem,
+        spec_problem=problem,
+        record_problem=record_problem,
+        owners=owners_of(obj),
+        owner_kinds=frozenset(
+            str(r.get("kind", "")) for r in ks.list_or_empty(m.get("ownerReferences")) if isinstance(r, dict)
+        ),
+        checks=ks.check_names_of(obj, check_names),
+        requeue_count=_count(ks.map_or_empty(status.get("requeueState")).get("count")),
+        topology_assigned=_topology_assigned(status),
     )
+
+
+def _record(obj: dict[str, Any]) -> tuple[PlacementRecord | None, str | None]:
+    """The record and, when it cannot be used, why (malformed, or not what its plan id says)."""
+    try:
+        record = record_of(obj)
+    except RecordError as exc:
+        return None, str(exc)
+    if record is not None and not record.verified(str(ks.meta(obj).get("uid", ""))):
+        return None, f"annotation {PLACEMENT_ANNOTATION} was changed: its plan id does not match its slots"
+    return record, None
+
+
+def _count(raw: Any) -> int:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 0
+
+
+def _topology_assigned(status: Mapping[str, Any]) -> bool:
+    admission = ks.map_or_empty(status.get("admission"))
+    return any(
+        isinstance(a, dict) and a.get("topologyAssignment")
+        for a in ks.list_or_empty(admission.get("podSetAssignments"))
+    )
+
+
+def owners_of(obj: Mapping[str, Any]) -> frozenset[str]:
+    """Owner uids and ``Kind/name``s of an object, and the Job uid Kueue labels a Workload with."""
+    m = ks.meta(obj)
+    out: set[str] = set()
+    for ref in ks.list_or_empty(m.get("ownerReferences")):
+        if isinstance(ref, dict):
+            if ref.get("uid"):
+                out.add(str(ref["uid"]))
+            if ref.get("kind") and ref.get("name"):
+                out.add(f"{ref['kind']}/{ref['name']}")
+    job_uid = ks.map_or_empty(m.get("labels")).get(KUEUE_JOB_UID_LABEL)
+    if job_uid:
+        out.add(str(job_uid))
+    return frozenset(out)
 
 
 @dataclass(frozen=True)
@@ -138,6 +215,13 @@ class PodView:
     deleting: bool
     gates: tuple[str, ...]
     """Names of its scheduling gates."""
+    uid: str = ""
+    owners: frozenset[str] = frozenset()
+    """Its owners' uids and ``Kind/name``s."""
+    queue_name: str | None = None
+    """``kueue.x-k8s.io/queue-name``: set on pods of pod-based integrations."""
+    unschedulable_since: datetime | None = None
+    """When kube-scheduler last found no node for it (``PodScheduled=False``, ``Unschedulable``)."""
 
     @property
     def key(self) -> str:
@@ -186,13 +270,46 @@ def read_pod(obj: Mapping[str, Any]) -> PodView:
         phase=str(status.get("phase", "")),
         deleting=bool(m.get("deletionTimestamp")),
         gates=tuple(str(g.get("name")) for g in gates or () if isinstance(g, dict)),
+        uid=str(m.get("uid", "")),
+        owners=owners_of(obj),
+        queue_name=str(labels[KUEUE_QUEUE_NAME_LABEL]) if labels.get(KUEUE_QUEUE_NAME_LABEL) else None,
+        unschedulable_since=_unschedulable_since(obj),
     )
 
 
-def by_plan(pods: Iterable[PodView]) -> dict[str, list[PodView]]:
-    """Pods grouped by the plan id they carry (pods without one are left out)."""
-    out: dict[str, list[PodView]] = {}
+def _unschedulable_since(pod: Mapping[str, Any]) -> datetime | None:
+    cond = ks.condition(pod, "PodScheduled")
+    if cond is None or cond.get("status") != "False" or cond.get("reason") != "Unschedulable":
+        return None
+    return ks.parse_time(cond.get("lastTransitionTime"))
+
+
+def belongs(pod: PodView, view: WorkloadView) -> bool:
+    """Whether ``pod`` is one of the workload's pods: same namespace and plan, and owned by its owner.
+
+    The plan id alone is readable by anyone who may view the Workload, so it
+    never suffices across namespaces; where the workload's owner owns its pods
+    directly, the pod's owner (or the pod itself) must be one of the
+    workload's owners too.
+    """
+    if view.record is None or pod.namespace != view.namespace or pod.plan_id != view.record.plan_id:
+        return False
+    if not view.strict_owners:
+        return True
+    return pod.uid in view.owners or f"Pod/{pod.name}" in view.owners or bool(pod.owners & view.owners)
+
+
+def pods_of(view: WorkloadView, pods: Mapping[tuple[str, str], Sequence[PodView]]) -> list[PodView]:
+    """The workload's pods among ``pods`` (as :func:`by_plan` groups them)."""
+    if view.record is None:
+        return []
+    return [p for p in pods.get((view.namespace, view.record.plan_id), []) if belongs(p, view)]
+
+
+def by_plan(pods: Iterable[PodView]) -> dict[tuple[str, str], list[PodView]]:
+    """Pods grouped by namespace and the plan id they carry (pods without one are left out)."""
+    out: dict[tuple[str, str], list[PodView]] = {}
     for pod in pods:
         if pod.plan_id:
-            out.setdefault(pod.plan_id, []).append(pod)
+            out.setdefault((pod.namespace, pod.plan_id), []).append(pod)
     return out

@@ -11,7 +11,14 @@
 * Events: on objects that could not be used, and on Workloads whose check changed.
 
 With ``dry_run`` nothing is sent: each write is logged as the request it
-would have been and kept in :attr:`Writer.sent`.
+would have been. Either way the last :data:`SENT_KEPT` writes are kept in
+:attr:`Writer.sent` (a long-running leader must not keep every write it
+ever made).
+
+Writes that act on what a cycle read carry preconditions: the record patch
+the Workload's uid and resourceVersion, the Ready apply the uid and the
+resourceVersion the record patch produced, so a decision made on a Workload
+that Kueue evicted or changed meanwhile fails with 409 and is made again.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ from optsched.model.events import Event
 from optsched.model.names import KUEUE_API
 
 log = logging.getLogger("optsched.writer")
+
+SENT_KEPT = 1000
+"""How many of the latest writes :attr:`Writer.sent` keeps."""
 
 
 def _target(plural: str, namespace: str | None, name: str) -> str:
@@ -57,6 +67,8 @@ class Writer:
         """Log and keep the write; True when it should really be sent."""
         write = Write(verb, target, body)
         self.sent.append(write)
+        if len(self.sent) > SENT_KEPT:
+            del self.sent[: len(self.sent) - SENT_KEPT]
         if self.dry_run:
             log.info("dry-run: would %s", write.describe())
             return False
@@ -80,11 +92,11 @@ class Writer:
         namespace: str | None,
         content_type: str,
         subresource: str | None = None,
-    ) -> None:
-        """Record one patch and send it unless in dry-run; applies force, as the fields are ours."""
+    ) -> dict[str, Any]:
+        """Record one patch and send it unless in dry-run (``{}``); applies force, as the fields are ours."""
         if not self._record(verb, target, body):
-            return
-        await self._client().patch(
+            return {}
+        return await self._client().patch(
             api_version,
             plural,
             name,
@@ -96,13 +108,30 @@ class Writer:
             force=content_type == APPLY_PATCH,
         )
 
-    async def apply_check(self, namespace: str, name: str, entry: dict[str, Any]) -> None:
-        """Server-side apply of our ``status.admissionChecks`` entry (force: the entry is ours)."""
+    async def apply_check(
+        self,
+        namespace: str,
+        name: str,
+        entries: dict[str, Any] | list[dict[str, Any]],
+        *,
+        uid: str = "",
+        resource_version: str = "",
+    ) -> None:
+        """Server-side apply of our ``status.admissionChecks`` entries (force: they are ours).
+
+        ``uid`` and ``resource_version`` are preconditions: the apply fails
+        with 409 on another object of that name, or on a newer version.
+        """
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+        if uid:
+            metadata["uid"] = uid
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
         body = {
             "apiVersion": KUEUE_API,
             "kind": "Workload",
-            "metadata": {"name": name, "namespace": namespace},
-            "status": {"admissionChecks": [entry]},
+            "metadata": metadata,
+            "status": {"admissionChecks": entries if isinstance(entries, list) else [entries]},
         }
         await self._patch(
             "apply-status",
@@ -126,13 +155,19 @@ class Writer:
         value: str | None,
         *,
         uid: str = "",
-    ) -> None:
-        """Set (or with ``None`` remove) one annotation; ``uid`` makes it a precondition."""
+        resource_version: str = "",
+    ) -> str:
+        """Set (or with ``None`` remove) one annotation; ``uid`` and ``resource_version`` are preconditions.
+
+        Returns the object's resourceVersion after the write ("" in dry-run).
+        """
         metadata: dict[str, Any] = {"annotations": {key: value}}
         if uid:
             metadata["uid"] = uid
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
         body = {"metadata": metadata}
-        await self._patch(
+        written = await self._patch(
             "merge-patch",
             _target(plural, namespace, name),
             api_version,
@@ -142,6 +177,7 @@ class Writer:
             namespace=namespace,
             content_type=MERGE_PATCH,
         )
+        return str(((written or {}).get("metadata") or {}).get("resourceVersion") or "")
 
     async def merge_patch(
         self,

@@ -9,13 +9,28 @@ record says.
 
 Format (JSON)::
 
-    {"planId": "3f9c...", "podSets": {"workers": [{"index": 0, "node": "h100-001", "gpus": [0, 1]}]}}
+    {"version": 2, "planId": "3f9c...", "flavors": {"workers": "h100"},
+     "podSets": {"workers": [{"index": 0, "node": "h100-001", "gpus": [0, 1]}]}}
+
+A record of a large workload is stored compressed (``zlib:`` then base64 of
+the zlib-compressed JSON) so a gang of tens of thousands of pods stays
+within the API server's 256 KiB limit on all annotations together; one that
+would still not fit is refused before it is written (:data:`MAX_ANNOTATION_BYTES`).
+
+Fields a newer version adds are ignored, so a rolling update or a rollback
+never makes a record unreadable. From version 2 the plan id is a digest of
+the Workload's uid and the slots (:func:`plan_id_of`), so a record whose
+slots were edited by hand no longer matches its id and is not trusted.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import json
-from collections.abc import Mapping
+import zlib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -26,20 +41,50 @@ from optsched.model.placement import PodPlacement
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
+
+
+RECORD_VERSION = 2
+COMPRESS_ABOVE_BYTES = 16 * 1024
+"""A record's JSON above this size is stored compressed."""
+MAX_ANNOTATION_BYTES = 200 * 1024
+"""The largest record written: the API server allows 256 KiB for all of an object's annotations."""
+_COMPRESSED = "zlib:"
+
+
+def plan_id_of(uid: str, pod_sets: Iterable[tuple[str, Iterable[PodPlacement]]]) -> str:
+    """A deterministic id for one placement of one workload: same uid and slots, same id.
+
+    Deterministic so that re-running a cycle after a crash rewrites the same
+    record instead of producing a second one; canonical (PodSets and slots
+    sorted) so a reader can recompute it; a label value (<= 63 chars).
+    """
+    slots = sorted((name, sorted((p.index, p.node, p.gpus or ()) for p in pods)) for name, pods in pod_sets)
+    digest = hashlib.sha256(json.dumps([RECORD_VERSION, uid, slots]).encode()).hexdigest()
+    return digest[:20]
 
 
 class PlacementRecord(_Record):
     plan_id: str = Field(min_length=1, max_length=63)
     pod_sets: dict[str, tuple[PodPlacement, ...]] = Field(default_factory=dict)
     flavors: dict[str, str] = Field(default_factory=dict)
+    version: int = 1
+    """1: written before plan ids could be verified (trusted as read); 2: verifiable."""
+
+    def verified(self, uid: str) -> bool:
+        """The plan id matches the Workload's uid and these slots (always true of version-1 records)."""
+        return self.version < RECORD_VERSION or self.plan_id == plan_id_of(uid, self.pod_sets.items())
 
     def to_annotation(self) -> str:
-        return json.dumps(
+        """The annotation value: JSON, compressed when large (may exceed :data:`MAX_ANNOTATION_BYTES`)."""
+        text = json.dumps(
             self.model_dump(mode="json", by_alias=True, exclude_defaults=False),
             separators=(",", ":"),
             sort_keys=True,
         )
+        if len(text) <= COMPRESS_ABOVE_BYTES:
+            return text
+        return _COMPRESSED + base64.b64encode(zlib.compress(text.encode(), 9)).decode()
 
     def slots(self, pod_set: str) -> tuple[PodPlacement, ...]:
         return self.pod_sets.get(pod_set, ())
@@ -53,6 +98,31 @@ class RecordError(ValueError):
     """The annotation is present but unusable; the message says why."""
 
 
+_SLOT_FIELDS = frozenset({"index", "node", "gpus"})
+
+
+def _known_slot_fields(data: Any) -> Any:
+    """The record with each slot cut to the fields this version reads (a newer one may add some)."""
+    if not isinstance(data, dict) or not isinstance(data.get("podSets"), dict):
+        return data
+    pod_sets = {
+        name: [{k: v for k, v in s.items() if k in _SLOT_FIELDS} if isinstance(s, dict) else s for s in slots]
+        if isinstance(slots, list)
+        else slots
+        for name, slots in data["podSets"].items()
+    }
+    return {**data, "podSets": pod_sets}
+
+
+def _decompressed(raw: str) -> str:
+    """The JSON of a compressed record; refuses anything that inflates past a sane bound."""
+    inflater = zlib.decompressobj()
+    text = inflater.decompress(base64.b64decode(raw[len(_COMPRESSED) :], validate=True), 64 * 1024 * 1024)
+    if inflater.unconsumed_tail:
+        raise ValueError("compressed record inflates beyond 64 MiB")
+    return text.decode()
+
+
 def record_of(workload: Mapping[str, Any]) -> PlacementRecord | None:
     """The record on a raw Workload; None if absent; :class:`RecordError` if malformed."""
     metadata = workload.get("metadata")
@@ -61,8 +131,9 @@ def record_of(workload: Mapping[str, Any]) -> PlacementRecord | None:
     if raw is None:
         return None
     try:
-        return PlacementRecord.model_validate(json.loads(raw))
-    except (ValueError, TypeError, ValidationError) as exc:
+        text = _decompressed(raw) if isinstance(raw, str) and raw.startswith(_COMPRESSED) else raw
+        return PlacementRecord.model_validate(_known_slot_fields(json.loads(text)))
+    except (ValueError, TypeError, ValidationError, zlib.error, binascii.Error) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise RecordError(
             f"annotation {PLACEMENT_ANNOTATION} is not a valid placement record ({first})"

@@ -91,6 +91,17 @@ def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> Chec
     return None
 
 
+def check_names_of(workload: Mapping[str, Any], check_names: Iterable[str]) -> tuple[str, ...]:
+    """Every entry among ``check_names`` the workload carries, in its order."""
+    wanted = set(check_names)
+    entries = list_or_empty(map_or_empty(workload.get("status")).get("admissionChecks"))
+    return tuple(
+        str(e["name"])
+        for e in entries
+        if isinstance(e, dict) and isinstance(e.get("name"), str) and e["name"] in wanted
+    )
+
+
 def check_states(workload: Mapping[str, Any]) -> dict[str, CheckState]:
     """Every admission-check entry with a state Kueue defines, by check name."""
     out: dict[str, CheckState] = {}

@@ -51,7 +51,7 @@ KUEUE_VERSIONS: tuple[str, ...] = (KUEUE_VERSION, "v1beta1")
 KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
 KUEUE_QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
-"""On a job or pod: the LocalQueue it is submitted to (the only Kueue label a plain pod has at creation)."""
+"""On a Job or a pod of a pod-based integration: the LocalQueue it is submitted to."""
 KUEUE_MANAGED_LABEL = "kueue.x-k8s.io/managed"
 """``"true"`` on a pod Kueue manages, set by Kueue's pod webhook at creation (before any queue label, for
 the pods of a StatefulSet or LeaderWorkerSet, whose queue Kueue copies onto them afterwards)."""

@@ -70,7 +70,7 @@ class _PodIndex:
             if annotations.get(KUEUE_WORKLOAD_ANNOTATION):
                 keys.append(("workload", namespace, str(annotations[KUEUE_WORKLOAD_ANNOTATION])))
             if labels.get(PLAN_ID_LABEL):
-                keys.append(("plan", "", str(labels[PLAN_ID_LABEL])))
+                keys.append(("plan", namespace, str(labels[PLAN_ID_LABEL])))
             for ref in list_or_empty(meta.get("ownerReferences")):
                 if isinstance(ref, dict):
                     keys.append(("owner", namespace, str(ref.get("uid") or "")))
@@ -86,7 +86,7 @@ class _PodIndex:
         keys += [("owner", ns, owner) for owner in workload.owners]
         keys += [("self", ns, owner) for owner in workload.owners]
         if workload.plan_id:
-            keys.append(("plan", "", workload.plan_id))
+            keys.append(("plan", ns, workload.plan_id))
         found: dict[str, _Pod] = {}
         for key in keys:
             for pod in self.by_key.get(key, []):

@@ -111,6 +111,10 @@ def workload(
     node_selector: dict[str, str] | None = None,
     reserved_at: str = RESERVED_AT,
     check_name: str = "optsched",
+    owner: str | None = None,
+    owner_kind: str = "Job",
+    extra_checks: tuple[str, ...] = (),
+    requeues: int = 0,
 ) -> dict[str, Any]:
     conditions = []
     if reserved:
@@ -131,8 +135,11 @@ def workload(
         }
     if check is not None:
         status["admissionChecks"] = [
-            {"name": check_name, "state": check, "message": message, "lastTransitionTime": reserved_at}
+            {"name": n, "state": check, "message": message, "lastTransitionTime": reserved_at}
+            for n in (check_name, *extra_checks)
         ]
+    if requeues:
+        status["requeueState"] = {"count": requeues}
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": "default",
@@ -142,6 +149,10 @@ def workload(
     }
     if record is not None:
         metadata["annotations"] = {PLACEMENT_ANNOTATION: record}
+    if owner is not None:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": owner_kind, "name": name, "uid": owner, "controller": True}
+        ]
     spec = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)}
     return {
         "apiVersion": KUEUE_API,
@@ -183,14 +194,22 @@ def pod(
     created: str = "2026-01-01T00:01:00Z",
     gpus: int = 4,
     phase: str = "Pending",
+    namespace: str = "default",
+    owner: str | None = None,
+    uid: str | None = None,
+    annotations: dict[str, str] | None = None,
+    queue: str | None = None,
+    unschedulable_since: str | None = None,
 ) -> dict[str, Any]:
     labels = {}
+    if queue is not None:
+        labels["kueue.x-k8s.io/queue-name"] = queue
     if plan_id:
         labels[PLAN_ID_LABEL] = plan_id
         labels[PODSET_LABEL] = pod_set
     if index is not None:
         labels[COMPLETION_INDEX_LABEL] = str(index)
-    annotations = {}
+    annotations = dict(annotations or {})
     if pinned_index is not None:
         annotations[POD_INDEX_ANNOTATION] = str(pinned_index)
     spec: dict[str, Any] = {
@@ -200,20 +219,30 @@ def pod(
         spec["schedulingGates"] = [{"name": SCHEDULING_GATE}]
     if node:
         spec["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "labels": labels,
-            "annotations": annotations,
-            "resourceVersion": "7",
-            "creationTimestamp": created,
-        },
-        "spec": spec,
-        "status": {"phase": phase},
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or f"uid-pod-{name}",
+        "labels": labels,
+        "annotations": annotations,
+        "resourceVersion": "7",
+        "creationTimestamp": created,
     }
+    if owner is not None:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "job", "uid": owner, "controller": True}
+        ]
+    status: dict[str, Any] = {"phase": phase}
+    if unschedulable_since is not None:
+        status["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "lastTransitionTime": unschedulable_since,
+            }
+        ]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
 def base_objects(*nodes: dict[str, Any]) -> list[dict[str, Any]]:

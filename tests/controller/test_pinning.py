@@ -8,8 +8,15 @@ from optsched.model.placement import PodPlacement
 from tests.controller import objects as o
 
 
-def pins_for(pods, records):
-    return pins_of_views([read_pod(p) for p in pods], records)
+def _ready(record, **fields):
+    return read_workload(
+        o.workload("a", check="Ready", admitted=True, record=record.to_annotation(), **fields), ["optsched"]
+    )
+
+
+def pins_for(pods, records, **options):
+    views = {("default", plan_id): _ready(record) for plan_id, record in records.items()}
+    return pins_of_views([read_pod(p) for p in pods], views, **options)
 
 
 RECORD = PlacementRecord(
@@ -90,4 +97,4 @@ def test_only_ready_unfinished_workloads_offer_slots():
     pending = o.workload("b", check="Pending", record=annotation.replace("p1", "p2"))
     broken = o.workload("c", check="Ready", record="{oops")
     views = [read_workload(w, ["optsched"], spec=False) for w in (ready, pending, broken)]
-    assert list(ready_records(views)) == ["p1"]
+    assert list(ready_records(views)) == [("default", "p1")]

@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from optsched.controller.records import RecordError, plan_id_for, record_from_decision, record_of
+from optsched.controller.records import (
+    PlacementRecord,
+    RecordError,
+    plan_id_for,
+    record_from_decision,
+    record_of,
+)
 from optsched.model.names import PLACEMENT_ANNOTATION
 from optsched.model.placement import PodPlacement
 from optsched.model.plan import PodSetPlacement, WorkloadDecision
@@ -45,3 +51,20 @@ def test_absent_record_is_none_and_malformed_is_an_error():
     assert record_of({"metadata": {}}) is None
     with pytest.raises(RecordError, match=PLACEMENT_ANNOTATION):
         record_of({"metadata": {"annotations": {PLACEMENT_ANNOTATION: '{"planId": ""}'}}})
+
+
+def test_a_large_record_is_stored_compressed_and_read_back_verified():
+    from optsched.kueue.placement_record import COMPRESS_ABOVE_BYTES, MAX_ANNOTATION_BYTES, plan_id_of
+
+    slots = tuple(PodPlacement(index=i, node=f"h100-{i // 8:05d}", gpus=(i % 8,)) for i in range(10_000))
+    record = PlacementRecord(plan_id=plan_id_of("u", [("main", slots)]), pod_sets={"main": slots}, version=2)
+    annotation = record.to_annotation()
+    assert annotation.startswith("zlib:") and COMPRESS_ABOVE_BYTES < len(annotation) < MAX_ANNOTATION_BYTES
+    back = record_of({"metadata": {"annotations": {PLACEMENT_ANNOTATION: annotation}}})
+    assert back == record and back.verified("u") and not back.verified("another-uid")
+
+
+def test_a_corrupt_compressed_record_is_a_record_error():
+    for raw in ("zlib:!!!", "zlib:" + "QUJD"):
+        with pytest.raises(RecordError):
+            record_of({"metadata": {"annotations": {PLACEMENT_ANNOTATION: raw}}})
