@@ -14,10 +14,11 @@ only the queue-name label; gating them here, not when a label arrives later,
 is what keeps them from reaching kube-scheduler before optsched placed them.
 A LocalQueue this replica has not seen yet, or whose ClusterQueue it has not
 seen, is gated too (fail closed): the controller lifts the gate once the
-queue turns out not to be ours. So is a pod Kueue's webhook marked
-``kueue.x-k8s.io/managed`` without a queue label: the pods of a StatefulSet or
-LeaderWorkerSet get their queue label from Kueue's controller only after
-creation, too late for this answer.
+queue turns out not to be ours. So is a pod that Kueue holds but that names
+no queue yet (Kueue's admission gate, its managed label, or the
+``kueue.x-k8s.io/pod-suspending-parent`` annotation of a StatefulSet's or
+LeaderWorkerSet's template): Kueue's controller copies the queue label onto
+such pods only after they are created, too late for this answer.
 
 A pod of a queue that requests no resource at all is left alone: Kueue
 assigns its workload no flavor, so no admission check applies and Kueue
@@ -39,7 +40,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from optsched.kueue.managed_queues import ManagedQueues
-from optsched.model.names import KUEUE_MANAGED_LABEL, KUEUE_QUEUE_NAME_LABEL, PLAN_ID_LABEL, SCHEDULING_GATE
+from optsched.model.names import (
+    KUEUE_ADMISSION_GATE,
+    KUEUE_MANAGED_LABEL,
+    KUEUE_QUEUE_NAME_LABEL,
+    KUEUE_SUSPENDING_PARENT_ANNOTATION,
+    PLAN_ID_LABEL,
+    SCHEDULING_GATE,
+)
 
 MUTATE_PATH = "/mutate-pods"
 
@@ -93,6 +101,19 @@ def _asks(resources: Any) -> bool:
     return bool(_map(_map(resources).get("requests")) or _map(_map(resources).get("limits")))
 
 
+def kueue_mark(pod: Mapping[str, Any]) -> str | None:
+    """What shows Kueue holds a pod that names no queue yet (a StatefulSet's, say); None if nothing does."""
+    metadata = _map(pod.get("metadata"))
+    if _map(metadata.get("labels")).get(KUEUE_MANAGED_LABEL) == "true":
+        return f"label {KUEUE_MANAGED_LABEL}"
+    if KUEUE_SUSPENDING_PARENT_ANNOTATION in _map(metadata.get("annotations")):
+        return f"annotation {KUEUE_SUSPENDING_PARENT_ANNOTATION}"
+    gates = _list(_map(pod.get("spec")).get("schedulingGates"))
+    if any(isinstance(g, dict) and g.get("name") == KUEUE_ADMISSION_GATE for g in gates):
+        return f"scheduling gate {KUEUE_ADMISSION_GATE}"
+    return None
+
+
 def claim(pod: Mapping[str, Any], namespace: str, queues: ManagedQueues) -> Claim | None:
     """Whether optsched places this pod, and why; None when the pod is not optsched's."""
     labels = _map(_map(pod.get("metadata")).get("labels"))
@@ -102,12 +123,13 @@ def claim(pod: Mapping[str, Any], namespace: str, queues: ManagedQueues) -> Clai
         return None  # Kueue gives such a workload no flavor, so no admission check: nothing to place
     queue = labels.get(KUEUE_QUEUE_NAME_LABEL)
     if not isinstance(queue, str) or not queue:
-        if labels.get(KUEUE_MANAGED_LABEL) == "true":
-            return Claim(
-                f"Kueue manages it ({KUEUE_MANAGED_LABEL}) and its LocalQueue is not on the pod yet, "
-                "so it is treated as one optsched places"
-            )
-        return None
+        mark = kueue_mark(pod)
+        if mark is None:
+            return None
+        return Claim(
+            f"Kueue holds it ({mark}) and its LocalQueue is not on the pod yet, "
+            "so it is treated as one optsched places"
+        )
     verdict = queues.verdict(namespace, queue)
     if verdict is False:
         return None

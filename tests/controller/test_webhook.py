@@ -7,7 +7,14 @@ import json
 
 from optsched.controller.webhook import mutate
 from optsched.kueue.managed_queues import ManagedQueues, managed_local_queues
-from optsched.model.names import KUEUE_MANAGED_LABEL, KUEUE_QUEUE_NAME_LABEL, PLAN_ID_LABEL, SCHEDULING_GATE
+from optsched.model.names import (
+    KUEUE_ADMISSION_GATE,
+    KUEUE_MANAGED_LABEL,
+    KUEUE_QUEUE_NAME_LABEL,
+    KUEUE_SUSPENDING_PARENT_ANNOTATION,
+    PLAN_ID_LABEL,
+    SCHEDULING_GATE,
+)
 
 NOTHING_READ = ManagedQueues()
 
@@ -97,10 +104,17 @@ def test_a_queue_not_read_yet_is_gated_and_a_known_foreign_one_is_not():
     assert out["response"]["allowed"] and "patch" not in out["response"]
 
 
-def test_a_pod_kueue_manages_whose_queue_label_comes_later_is_gated():
-    """A StatefulSet's pods: Kueue's webhook marks them managed, its controller adds the queue label later."""
+def test_a_pod_kueue_holds_whose_queue_label_comes_later_is_gated():
+    """A StatefulSet's pods: made from a template Kueue annotated, gated by Kueue, queue label added later."""
     assert patch_of(mutate(review(pod({KUEUE_MANAGED_LABEL: "true"})), queues())) == ADD_GATE
-    out = mutate(review(pod({KUEUE_MANAGED_LABEL: "false"})), queues())
+    from_template = pod({"app": "web"})
+    from_template["metadata"]["annotations"] = {KUEUE_SUSPENDING_PARENT_ANNOTATION: "statefulset"}
+    assert patch_of(mutate(review(from_template), queues())) == ADD_GATE
+    held = pod({"app": "web"}, gates=[{"name": KUEUE_ADMISSION_GATE}])
+    assert patch_of(mutate(review(held), queues())) == [
+        {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": SCHEDULING_GATE}}
+    ]
+    out = mutate(review(pod({KUEUE_MANAGED_LABEL: "false"}, gates=[{"name": "example.com/other"}])), queues())
     assert out["response"]["allowed"] and "patch" not in out["response"]
     foreign = pod({KUEUE_MANAGED_LABEL: "true", KUEUE_QUEUE_NAME_LABEL: "theirs"})
     assert "patch" not in mutate(review(foreign), queues())["response"], "the queue label decides"

@@ -7,7 +7,14 @@ from typing import Any
 
 import yaml
 
-from optsched.model.names import KUEUE_MANAGED_LABEL, KUEUE_QUEUE_NAME_LABEL, PLAN_ID_LABEL, SCHEDULING_GATE
+from optsched.model.names import (
+    KUEUE_ADMISSION_GATE,
+    KUEUE_MANAGED_LABEL,
+    KUEUE_QUEUE_NAME_LABEL,
+    KUEUE_SUSPENDING_PARENT_ANNOTATION,
+    PLAN_ID_LABEL,
+    SCHEDULING_GATE,
+)
 from tests.kube.cel import activation, matches
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
@@ -30,16 +37,28 @@ def creating(
     labels: dict[str, str] | None,
     node: str | None = None,
     asks: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
     **more: Any,
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": "p"}
     if labels is not None:
         metadata["labels"] = labels
+    if annotations is not None:
+        metadata["annotations"] = annotations
     asked = {"requests": {"cpu": "1"}} if asks is None else asks
     spec: dict[str, Any] = {"containers": [{"name": "c", "resources": asked}], **more}
     if node:
         spec["nodeName"] = node
     return activation("CREATE", {"metadata": metadata, "spec": spec})
+
+
+def held_by_kueue() -> list[dict[str, Any]]:
+    """Pods Kueue holds that name no queue yet, one per sign of it."""
+    return [
+        creating({KUEUE_MANAGED_LABEL: "true"}),
+        creating({"app": "web"}, annotations={KUEUE_SUSPENDING_PARENT_ANNOTATION: "statefulset"}),
+        creating(None, schedulingGates=[{"name": KUEUE_ADMISSION_GATE}]),
+    ]
 
 
 def excluded_namespaces(selector: dict[str, Any]) -> set[str]:
@@ -57,8 +76,10 @@ def test_the_webhook_is_called_for_pods_with_any_of_the_labels_and_no_other() ->
     assert matches(hook, "CREATE", creating({PLAN_ID_LABEL: "p"}))
     assert matches(hook, "CREATE", creating({KUEUE_QUEUE_NAME_LABEL: "lq"}))
     assert matches(hook, "CREATE", creating({KUEUE_QUEUE_NAME_LABEL: "lq"}, node="n1")), "refused there"
-    assert matches(hook, "CREATE", creating({KUEUE_MANAGED_LABEL: "true"})), "a StatefulSet's pod"
+    for held in held_by_kueue():
+        assert matches(hook, "CREATE", held), "a StatefulSet's pod, say"
     assert not matches(hook, "CREATE", creating({KUEUE_MANAGED_LABEL: "false"}))
+    assert not matches(hook, "CREATE", creating({}, schedulingGates=[{"name": "example.com/other"}]))
     assert not matches(hook, "CREATE", creating({"app": "web"}))
     assert not matches(hook, "CREATE", creating(None))
     assert hook["failurePolicy"] == "Fail" and hook["clientConfig"]["service"]["path"] == "/mutate-pods"
@@ -72,7 +93,8 @@ def test_the_policy_variant_gates_the_same_pods_unless_they_are_bound() -> None:
     assert "objectSelector" not in spec["matchConstraints"]
     assert matches(spec, "CREATE", creating({PLAN_ID_LABEL: "p"}))
     assert matches(spec, "CREATE", creating({KUEUE_QUEUE_NAME_LABEL: "lq"}))
-    assert matches(spec, "CREATE", creating({KUEUE_MANAGED_LABEL: "true"}))
+    for held in held_by_kueue():
+        assert matches(spec, "CREATE", held)
     assert not matches(spec, "CREATE", creating({KUEUE_QUEUE_NAME_LABEL: "lq"}, node="n1"))
     assert not matches(spec, "CREATE", creating({KUEUE_MANAGED_LABEL: "false"}))
     assert not matches(spec, "CREATE", creating({"app": "web"}))
