@@ -33,7 +33,6 @@ from optsched.kube.client import ApiError
 from optsched.kube.writer import Writer
 from optsched.model.events import Event
 from optsched.model.names import KUEUE_API, PLACEMENT_ANNOTATION
-from optsched.model.snapshot import CheckState
 
 log = logging.getLogger("optsched.controller")
 
@@ -197,14 +196,14 @@ class Actor:
             if action.record is not None:
                 version = await self._write_record(action, action.record.to_annotation(), on_read=True)
             elif action.drop_record and not release:
-                await self._write_record(action, None)
+                version = await self._write_record(action, None) or version
             if check is not None:
                 await self.writer.apply_check(
                     action.namespace,
                     action.name,
                     check.entries(),
                     uid=action.uid,
-                    resource_version=version if check.state == CheckState.READY else "",
+                    resource_version=version,
                 )
             if action.drop_record and release:
                 await self._write_record(action, None)

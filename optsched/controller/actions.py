@@ -39,6 +39,8 @@ class ActionKind(StrEnum):
     """A Ready workload's pins cannot come true (node gone, record lost): Retry, to be planned again."""
     RESET = "reset"
     """A Ready check on a workload Kueue no longer reserves quota for: back to Pending, record dropped."""
+    SYNC = "sync"
+    """Our checks on one workload disagree (one Ready, the others Pending): Ready is copied to the rest."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,8 @@ class Facts:
     flavor_labels: Mapping[str, Mapping[str, str]]
     pods: Mapping[tuple[str, str], Sequence[PodView]]
     """Pods by namespace and plan id."""
+    whole: bool = True
+    """Every listed node is Ready, uncordoned and planned on: only then can "never fits" be believed."""
 
     @property
     def stamp(self) -> str:
@@ -171,7 +175,9 @@ def one_line(text: str) -> str:
 def update(
     view: WorkloadView, check: CheckEntry, state: CheckState, message: str, facts: Facts, **extra: Any
 ) -> CheckUpdate:
-    """Our entries in ``state``; the transition time moves only when the state does."""
+    """Our entries in ``state``, written onto the Workload version read; the transition time moves
+    only when the state does."""
+    extra.setdefault("resource_version", view.resource_version)
     same = check.state == state and check.last_transition_time
     return CheckUpdate(
         check=check.name,

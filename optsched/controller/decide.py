@@ -80,6 +80,8 @@ __all__ = [
 ]
 
 NOT_PLANNED = Reason(code=ReasonCode.NOT_PLANNED, message="not in this cycle's plan")
+NEVER_FITS = "optsched: waiting (cannot fit this cluster as it stands): "
+"""How a deferral whose binding reason is permanent begins; a later cycle rejects only after it."""
 
 
 def decide(
@@ -104,6 +106,7 @@ def decide(
         present=inp.nodes,
         flavor_labels={f.name: f.node_labels for f in inp.snapshot.flavors},
         pods=by_plan(inp.pods),
+        whole=_whole(inp),
     )
     actions: list[WorkloadAction] = []
     if planned:
@@ -111,7 +114,10 @@ def decide(
             action = _decide_workload(view, plan, facts)
             if action is not None:
                 actions.append(action)
-    pins = pins_for(inp.pods, ready_records(inp.workloads.values()), hostnames=inp.hostnames)
+    # A workload sent back in this cycle gets no more pods started on its old placement.
+    sent_back = {a.key for a in actions if a.kind in (ActionKind.REPLAN, ActionKind.RESET, ActionKind.REJECT)}
+    records = {k: v for k, v in ready_records(inp.workloads.values()).items() if v.key not in sent_back}
+    pins = pins_for(inp.pods, records, hostnames=inp.hostnames, now=facts.stamp)
     return Decisions(
         actions=tuple(actions),
         pins=pins.pins,
@@ -121,11 +127,19 @@ def decide(
     )
 
 
+def _whole(inp: PlanningInput) -> bool:
+    planned = {n.name for n in inp.snapshot.nodes}
+    return all(p.ready and not p.cordoned and name in planned for name, p in inp.nodes.items())
+
+
 def _decide_workload(view: WorkloadView, plan: Plan | None, facts: Facts) -> WorkloadAction | None:
     """The action for one workload, by the rules above (None: nothing to do)."""
     check = view.check
     if check is None or not view.live:
         return None
+    synced = _sync(view, facts)
+    if synced is not None:
+        return synced
     if check.state == CheckState.READY:
         return repair_ready(view, check, facts)
     if check.state != CheckState.PENDING:
@@ -156,6 +170,29 @@ def _decide_workload(view: WorkloadView, plan: Plan | None, facts: Facts) -> Wor
             return _reject(view, check, message, facts)
         return _admit(view, view.workload, check, record, facts)
     return _defer(view, check, list(decision.reasons) if decision is not None else [NOT_PLANNED], facts)
+
+
+def _sync(view: WorkloadView, facts: Facts) -> WorkloadAction | None:
+    """With several checks of ours where one is Ready and the rest Pending: Ready for all of them.
+
+    Kueue admits only once every check is Ready; an earlier version, or a
+    write that failed half way, may leave them apart.
+    """
+    ready = [e for e in view.entries if e.state == CheckState.READY]
+    pending = [e for e in view.entries if e.state == CheckState.PENDING]
+    if not ready or not pending or len(ready) + len(pending) != len(view.entries):
+        return None
+    first = pending[0]
+    check = CheckUpdate(
+        check=first.name,
+        state=CheckState.READY,
+        message=ready[0].message,
+        last_transition_time=facts.stamp,
+        pod_set_updates=ready[0].pod_set_updates,
+        also=tuple(e.name for e in pending[1:]),
+        resource_version=view.resource_version,
+    )
+    return action(view, ActionKind.SYNC, check=check)
 
 
 def _reject(
@@ -205,13 +242,14 @@ def _defer(view: WorkloadView, check: CheckEntry, reasons: list[Reason], facts: 
     said = "; ".join(r.message for r in reasons)
     has_record = view.record is not None
     policy = facts.policy
+    never = bool(reasons) and reasons[0].permanent and facts.whole
     if waited >= policy.hold_seconds:
-        if policy.reject_impossible and reasons and reasons[0].permanent:
-            return _reject(
-                view, check, "optsched: this workload can never fit this cluster: " + said, facts, code
-            )
+        # Rejected only when it could not fit in an earlier cycle too, with every node usable.
+        if policy.reject_impossible and never and check.message.startswith(NEVER_FITS):
+            message = "optsched: this workload can never fit this cluster: " + said
+            return _reject(view, check, message, facts, code)
         return _release(view, check, code, said, int(waited), facts)
-    message = "optsched: waiting: " + said
+    message = (NEVER_FITS if never else "optsched: waiting: ") + said
     if not has_record and check.message == one_line(message):
         return action(view, ActionKind.DEFER, reason=code)
     return action(

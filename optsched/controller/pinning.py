@@ -33,7 +33,13 @@ from typing import Any
 from optsched.controller.views import PodView, WorkloadView, belongs
 from optsched.kueue import workload_status as ks
 from optsched.kueue.managed_queues import ManagedQueues
-from optsched.model.names import GPUS_ANNOTATION, HOSTNAME_LABEL, POD_INDEX_ANNOTATION, SCHEDULING_GATE
+from optsched.model.names import (
+    GPUS_ANNOTATION,
+    HOSTNAME_LABEL,
+    PINNED_AT_ANNOTATION,
+    POD_INDEX_ANNOTATION,
+    SCHEDULING_GATE,
+)
 from optsched.model.placement import PodPlacement
 from optsched.model.snapshot import CheckState
 
@@ -52,6 +58,8 @@ class PodPin:
     """The node's ``kubernetes.io/hostname`` label (its name where empty)."""
     ungate_only: bool = False
     """Lift our gate and nothing else (a pod of a queue that is not ours)."""
+    pinned_at: str = ""
+    """When the pin is made (RFC 3339), written to ``optsched.io/pinned-at``."""
 
     @property
     def key(self) -> str:
@@ -66,6 +74,8 @@ class PodPin:
                 "spec": {"schedulingGates": gates},
             }
         annotations = {POD_INDEX_ANNOTATION: str(self.slot.index)}
+        if self.pinned_at:
+            annotations[PINNED_AT_ANNOTATION] = self.pinned_at
         if self.slot.gpus is not None:
             annotations[GPUS_ANNOTATION] = ",".join(str(g) for g in self.slot.gpus)
         metadata: dict[str, Any] = {"annotations": annotations}
@@ -122,16 +132,17 @@ def _groups(
 
 
 def pins_for(
-    pods: Iterable[PodView], records: Records, *, hostnames: Mapping[str, str] | None = None
+    pods: Iterable[PodView], records: Records, *, hostnames: Mapping[str, str] | None = None, now: str = ""
 ) -> PinResult:
     """Pins for every pod gated by us that belongs to one of ``records`` (see :func:`ready_records`).
 
     ``pods`` must hold every live pod carrying the plan-id label (gated or
     not, bound or not), so that taken slots are seen. ``hostnames`` maps node
-    names to their hostname labels.
+    names to their hostname labels; ``now`` stamps each pin.
     """
     groups, waiting = _groups(pods, records)
     names = hostnames or {}
+    stamp = {"pinned_at": now} if now else {}
     pins: list[PodPin] = []
     for (namespace, plan_id, pod_set), group in sorted(groups.items()):
         record = records[(namespace, plan_id)].record
@@ -145,11 +156,14 @@ def pins_for(
             index = pod.completion_index
             if index is not None and index in slots and index not in taken:
                 taken.add(index)
-                pins.append(_pin(pod, plan_id, pod_set, slots[index], names))
+                pins.append(_pin(pod, plan_id, pod_set, slots[index], names, **stamp))
             else:
                 unindexed.append(pod)
         free = [slots[i] for i in sorted(slots) if i not in taken]
-        pins += [_pin(pod, plan_id, pod_set, slot, names) for pod, slot in zip(unindexed, free, strict=False)]
+        pins += [
+            _pin(pod, plan_id, pod_set, slot, names, **stamp)
+            for pod, slot in zip(unindexed, free, strict=False)
+        ]
         waiting += [
             f"{p.key}: every planned slot of PodSet {pod_set} is taken" for p in unindexed[len(free) :]
         ]
@@ -157,7 +171,12 @@ def pins_for(
 
 
 def _pin(
-    pod: PodView, plan_id: str, pod_set: str, slot: PodPlacement, hostnames: Mapping[str, str]
+    pod: PodView,
+    plan_id: str,
+    pod_set: str,
+    slot: PodPlacement,
+    hostnames: Mapping[str, str],
+    pinned_at: str = "",
 ) -> PodPin:
     return PodPin(
         namespace=pod.namespace,
@@ -168,6 +187,7 @@ def _pin(
         slot=slot,
         remaining_gates=tuple(g for g in pod.gates if g != SCHEDULING_GATE),
         hostname=hostnames.get(slot.node, ""),
+        pinned_at=pinned_at,
     )
 
 

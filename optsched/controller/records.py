@@ -11,7 +11,6 @@ its reader.
 from __future__ import annotations
 
 from optsched.kueue.placement_record import (
-    RECORD_VERSION,
     PlacementRecord,
     RecordError,
     plan_id_of,
@@ -33,5 +32,4 @@ def record_from_decision(uid: str, decision: WorkloadDecision) -> PlacementRecor
         plan_id=plan_id_for(uid, decision),
         pod_sets={ps.name: tuple(sorted(ps.pods, key=lambda p: p.index)) for ps in decision.pod_sets},
         flavors={ps.name: ps.flavor for ps in decision.pod_sets if ps.flavor},
-        version=RECORD_VERSION,
     )

@@ -16,8 +16,13 @@ rather than left with gated or Pending pods forever:
   for ``unschedulable_seconds``: a taint, capacity taken by a pod placed
   around optsched, a label change): ``Retry``.
 
-Each Retry carries ``requeueAfterSeconds: 0``: the workload did nothing
-wrong, and backoff is for deferrals.
+The first Retry carries ``requeueAfterSeconds: 0`` (the workload did
+nothing wrong); later ones back off on Kueue's retry count, so a pin that
+fails for a reason the planner cannot see does not loop at full speed.
+
+A workload whose record is lost while its pods already run is not sent back
+(that would kill a running job for a bookkeeping problem): its pods keep
+running, and the problem is reported on it as an Event.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ def repair_ready(view: WorkloadView, check: CheckEntry, facts: Facts) -> Workloa
             check=update(view, check, CheckState.PENDING, message, facts),
         )
     if view.record is None:
+        if _running(view, facts):
+            return None
         why = view.record_problem or "the placement record is missing"
         return _retry(view, check, facts, EventReason.PLACEMENT_LOST, f"optsched: {why}; re-planning")
     pods = pods_of(view, facts.pods)
@@ -66,13 +73,26 @@ def repair_ready(view: WorkloadView, check: CheckEntry, facts: Facts) -> Workloa
     return None
 
 
+def _running(view: WorkloadView, facts: Facts) -> bool:
+    """Some pod the workload's owner owns is bound (found without the record's plan id)."""
+    if not view.owners:
+        return False
+    return any(
+        p.bound and p.namespace == view.namespace and (p.uid in view.owners or p.owners & view.owners)
+        for pods in facts.pods.values()
+        for p in pods
+    )
+
+
 def _retry(
     view: WorkloadView, check: CheckEntry, facts: Facts, reason: EventReason, message: str
 ) -> WorkloadAction:
+    count = view.requeue_count
+    after = 0 if count == 0 else facts.policy.retry_after(count - 1)
     return action(
         view,
         ActionKind.REPLAN,
-        check=update(view, check, CheckState.RETRY, message, facts, requeue_after_seconds=0),
+        check=update(view, check, CheckState.RETRY, message, facts, requeue_after_seconds=after),
         event=event(view, reason, message, EventType.WARNING),
     )
 
@@ -100,6 +120,8 @@ def _unschedulable(pods: Iterable[PodView], facts: Facts) -> list[str]:
     out = []
     for pod in pods:
         since = pod.unschedulable_since
+        if since is not None and pod.pinned_at is not None:
+            since = max(since, pod.pinned_at)  # gated pods are "unschedulable" from creation on
         pinned = pod.live and pod.node is None and not pod.gated_by_us and pod.slot_index is not None
         if pinned and since is not None and (facts.now - since).total_seconds() >= limit:
             out.append(pod.key)

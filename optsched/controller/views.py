@@ -24,6 +24,7 @@ from optsched.model.names import (
     KUEUE_JOB_UID_LABEL,
     KUEUE_PODSET_LABEL,
     KUEUE_QUEUE_NAME_LABEL,
+    PINNED_AT_ANNOTATION,
     PLACEMENT_ANNOTATION,
     PLAN_ID_LABEL,
     POD_INDEX_ANNOTATION,
@@ -57,6 +58,7 @@ class WorkloadView:
     """Our check's entry; None on workloads that do not wait on one of our checks."""
     lifecycle: ks.Lifecycle
     holds_quota: bool
+    """Kueue holds a quota reservation for it and is not evicting it."""
     quota_reserved_since: datetime | None
     cluster_queue: str | None
     """The reservation's ClusterQueue, else the one its LocalQueue points to (None if unknown)."""
@@ -70,16 +72,21 @@ class WorkloadView:
     owners: frozenset[str] = frozenset()
     """Owner uids and ``Kind/name``s, and the Job uid Kueue labels it with: whose pods are its pods."""
     owner_kinds: frozenset[str] = frozenset()
-    checks: tuple[str, ...] = ()
+    entries: tuple[ks.CheckEntry, ...] = ()
     """Every entry of ours on the workload (a ClusterQueue may require several checks we serve)."""
     requeue_count: int = 0
-    """Kueue's ``status.requeueState.count``: how often it was sent back, for backoff."""
+    """How often Kueue sent it back: the largest ``retryCount`` of our entries, or
+    ``requeueState.count`` where larger; what the backoff doubles on."""
     topology_assigned: bool = False
     """A PodSet carries Kueue TAS's ``topologyAssignment``: TAS places it, so optsched must not."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.entries)
 
     @property
     def problem(self) -> str | None:
@@ -131,15 +138,16 @@ def read_workload(
             problem = f"{ks.key_of(obj)}: unreadable ({exc})"
     record, record_problem = _record(obj)
     status = ks.map_or_empty(obj.get("status"))
+    entries = ks.check_entries(obj, check_names)
     return WorkloadView(
         namespace=str(m.get("namespace", "default")),
         name=str(m.get("name", "")),
         uid=str(m.get("uid", "")),
         resource_version=str(m.get("resourceVersion", "")),
         api_version=str(obj.get("apiVersion", "")),
-        check=ks.check_entry(obj, check_names),
+        check=entries[0] if entries else None,
         lifecycle=ks.lifecycle(obj),
-        holds_quota=ks.holds_quota(obj),
+        holds_quota=ks.holds_quota(obj) and not ks.is_evicted(obj),
         quota_reserved_since=ks.quota_reserved_since(obj),
         cluster_queue=ks.cluster_queue_of(obj, local_queues or {}),
         record=record,
@@ -150,8 +158,11 @@ def read_workload(
         owner_kinds=frozenset(
             str(r.get("kind", "")) for r in ks.list_or_empty(m.get("ownerReferences")) if isinstance(r, dict)
         ),
-        checks=ks.check_names_of(obj, check_names),
-        requeue_count=_count(ks.map_or_empty(status.get("requeueState")).get("count")),
+        entries=entries,
+        requeue_count=max(
+            _count(ks.map_or_empty(status.get("requeueState")).get("count")),
+            max((e.retry_count for e in entries), default=0),
+        ),
         topology_assigned=_topology_assigned(status),
     )
 
@@ -222,6 +233,8 @@ class PodView:
     """``kueue.x-k8s.io/queue-name``: set on pods of pod-based integrations."""
     unschedulable_since: datetime | None = None
     """When kube-scheduler last found no node for it (``PodScheduled=False``, ``Unschedulable``)."""
+    pinned_at: datetime | None = None
+    """When optsched pinned it (``optsched.io/pinned-at``)."""
 
     @property
     def key(self) -> str:
@@ -274,6 +287,7 @@ def read_pod(obj: Mapping[str, Any]) -> PodView:
         owners=owners_of(obj),
         queue_name=str(labels[KUEUE_QUEUE_NAME_LABEL]) if labels.get(KUEUE_QUEUE_NAME_LABEL) else None,
         unschedulable_since=_unschedulable_since(obj),
+        pinned_at=ks.parse_time(annotations.get(PINNED_AT_ANNOTATION)),
     )
 
 

@@ -9,18 +9,23 @@ record says.
 
 Format (JSON)::
 
-    {"version": 2, "planId": "3f9c...", "flavors": {"workers": "h100"},
+    {"planId": "v2-3f9c...", "flavors": {"workers": "h100"},
      "podSets": {"workers": [{"index": 0, "node": "h100-001", "gpus": [0, 1]}]}}
 
-A record of a large workload is stored compressed (``zlib:`` then base64 of
-the zlib-compressed JSON) so a gang of tens of thousands of pods stays
-within the API server's 256 KiB limit on all annotations together; one that
-would still not fit is refused before it is written (:data:`MAX_ANNOTATION_BYTES`).
+Compatible both ways across versions, since two replicas of different
+versions may hold the Lease in turn during a rolling update or a rollback:
 
-Fields a newer version adds are ignored, so a rolling update or a rollback
-never makes a record unreadable. From version 2 the plan id is a digest of
-the Workload's uid and the slots (:func:`plan_id_of`), so a record whose
-slots were edited by hand no longer matches its id and is not trusted.
+* fields a newer version adds are ignored, and no field was added here, so
+  an older reader reads this record too;
+* a plan id starting ``v2-`` is a digest of the Workload's uid and the slots
+  (:func:`plan_id_of`): a record whose slots were edited no longer matches
+  it and is not trusted. Ids of another scheme (older ones have no prefix,
+  a newer one another ``vN-``) are trusted as read;
+* a record whose JSON would exceed :data:`MAX_ANNOTATION_BYTES` is stored
+  compressed (``zlib:`` then base64), which only this version reads: a gang
+  of tens of thousands of pods then still fits the API server's 256 KiB for
+  all annotations; one that would not fit even so is refused before it is
+  written.
 """
 
 from __future__ import annotations
@@ -44,11 +49,12 @@ class _Record(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
 
 
-RECORD_VERSION = 2
-COMPRESS_ABOVE_BYTES = 16 * 1024
-"""A record's JSON above this size is stored compressed."""
+PLAN_ID_SCHEME = "v2-"
+"""Prefix of plan ids this version makes and can verify."""
 MAX_ANNOTATION_BYTES = 200 * 1024
-"""The largest record written: the API server allows 256 KiB for all of an object's annotations."""
+"""The largest record written: the API server allows 256 KiB for all of an object's annotations.
+A record whose JSON is larger is stored compressed."""
+COMPRESS_ABOVE_BYTES = MAX_ANNOTATION_BYTES
 _COMPRESSED = "zlib:"
 
 
@@ -60,20 +66,20 @@ def plan_id_of(uid: str, pod_sets: Iterable[tuple[str, Iterable[PodPlacement]]])
     sorted) so a reader can recompute it; a label value (<= 63 chars).
     """
     slots = sorted((name, sorted((p.index, p.node, p.gpus or ()) for p in pods)) for name, pods in pod_sets)
-    digest = hashlib.sha256(json.dumps([RECORD_VERSION, uid, slots]).encode()).hexdigest()
-    return digest[:20]
+    digest = hashlib.sha256(json.dumps([PLAN_ID_SCHEME, uid, slots]).encode()).hexdigest()
+    return PLAN_ID_SCHEME + digest[:20]
 
 
 class PlacementRecord(_Record):
     plan_id: str = Field(min_length=1, max_length=63)
     pod_sets: dict[str, tuple[PodPlacement, ...]] = Field(default_factory=dict)
     flavors: dict[str, str] = Field(default_factory=dict)
-    version: int = 1
-    """1: written before plan ids could be verified (trusted as read); 2: verifiable."""
 
     def verified(self, uid: str) -> bool:
-        """The plan id matches the Workload's uid and these slots (always true of version-1 records)."""
-        return self.version < RECORD_VERSION or self.plan_id == plan_id_of(uid, self.pod_sets.items())
+        """The plan id matches the Workload's uid and these slots (true of ids of another scheme)."""
+        if not self.plan_id.startswith(PLAN_ID_SCHEME):
+            return True
+        return self.plan_id == plan_id_of(uid, self.pod_sets.items())
 
     def to_annotation(self) -> str:
         """The annotation value: JSON, compressed when large (may exceed :data:`MAX_ANNOTATION_BYTES`)."""

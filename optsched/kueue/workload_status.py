@@ -67,39 +67,48 @@ def format_time(value: datetime) -> str:
 
 @dataclass(frozen=True)
 class CheckEntry:
-    """Our entry of ``status.admissionChecks`` on one Workload."""
+    """One entry of ours in ``status.admissionChecks`` of a Workload."""
 
     name: str
     state: CheckState | None
     """None for a state Kueue does not define (the workload is then left alone)."""
     message: str = ""
     last_transition_time: str = ""
+    retry_count: int = 0
+    """Kueue's count of Retries of this check (``retryCount``): what the backoff doubles on."""
+    pod_set_updates: tuple[dict[str, Any], ...] = ()
+
+
+def _entry(raw: dict[str, Any]) -> CheckEntry:
+    state = str(raw.get("state", ""))
+    retries = raw.get("retryCount")
+    updates = list_or_empty(raw.get("podSetUpdates"))
+    return CheckEntry(
+        name=str(raw["name"]),
+        state=CheckState(state) if state in CheckState._value2member_map_ else None,
+        message=str(raw.get("message", "")),
+        last_transition_time=str(raw.get("lastTransitionTime", "")),
+        retry_count=retries
+        if isinstance(retries, int) and not isinstance(retries, bool) and retries > 0
+        else 0,
+        pod_set_updates=tuple(u for u in updates if isinstance(u, dict)),
+    )
+
+
+def check_entries(workload: Mapping[str, Any], check_names: Iterable[str]) -> tuple[CheckEntry, ...]:
+    """Every entry among ``check_names`` the workload carries, in its order."""
+    wanted = set(check_names)
+    return tuple(
+        _entry(e)
+        for e in list_or_empty(map_or_empty(workload.get("status")).get("admissionChecks"))
+        if isinstance(e, dict) and isinstance(e.get("name"), str) and e["name"] in wanted
+    )
 
 
 def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> CheckEntry | None:
     """The first entry among ``check_names`` (a workload normally carries one of ours)."""
-    wanted = set(check_names)
-    for entry in list_or_empty(map_or_empty(workload.get("status")).get("admissionChecks")):
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] in wanted:
-            state = str(entry.get("state", ""))
-            return CheckEntry(
-                name=str(entry["name"]),
-                state=CheckState(state) if state in CheckState._value2member_map_ else None,
-                message=str(entry.get("message", "")),
-                last_transition_time=str(entry.get("lastTransitionTime", "")),
-            )
-    return None
-
-
-def check_names_of(workload: Mapping[str, Any], check_names: Iterable[str]) -> tuple[str, ...]:
-    """Every entry among ``check_names`` the workload carries, in its order."""
-    wanted = set(check_names)
-    entries = list_or_empty(map_or_empty(workload.get("status")).get("admissionChecks"))
-    return tuple(
-        str(e["name"])
-        for e in entries
-        if isinstance(e, dict) and isinstance(e.get("name"), str) and e["name"] in wanted
-    )
+    entries = check_entries(workload, check_names)
+    return entries[0] if entries else None
 
 
 def check_states(workload: Mapping[str, Any]) -> dict[str, CheckState]:
@@ -169,6 +178,11 @@ def is_admitted(workload: Mapping[str, Any]) -> bool:
 
 def holds_quota(workload: Mapping[str, Any]) -> bool:
     return condition_true(workload, "QuotaReserved")
+
+
+def is_evicted(workload: Mapping[str, Any]) -> bool:
+    """Kueue is evicting it: ``Evicted`` stays True until quota is reserved again (old pods may run)."""
+    return condition_true(workload, "Evicted")
 
 
 def quota_reserved_since(workload: Mapping[str, Any]) -> datetime | None:

@@ -53,9 +53,9 @@ def test_a_workload_kueue_has_not_reserved_is_never_planned_and_cannot_push_a_re
     assert [a.key for a in result.decisions.of_kind("admit")] == ["default/real"]
 
 
-def _deferred(reason: Reason, **workload):
+def _deferred(reason: Reason, *nodes, **workload):
     w = o.workload("a", gpus=8, **workload)
-    inp = build_input([*o.base_objects(o.node("n1")), w], ["optsched"])
+    inp = build_input([*o.base_objects(*(nodes or [o.node("n1")])), w], ["optsched"])
     plan = Plan(
         status=PlanStatus.OPTIMAL,
         workloads=[WorkloadDecision(name="default/a", decision="defer", reasons=[reason])],
@@ -64,17 +64,54 @@ def _deferred(reason: Reason, **workload):
     return action
 
 
-def test_retry_backs_off_exponentially_with_kueues_requeue_count():
+def _with_retry_count(count: int):
+    w = o.workload("a", gpus=8)
+    w["status"]["admissionChecks"][0]["retryCount"] = count
+    return w
+
+
+def test_retry_backs_off_exponentially_with_kueues_retry_count_of_our_check():
     busy = Reason(code=ReasonCode.INSUFFICIENT_CAPACITY, message="busy")
-    delays = [_deferred(busy, requeues=n).check.requeue_after_seconds for n in (0, 1, 3, 30)]
+    plan = Plan(
+        status=PlanStatus.OPTIMAL,
+        workloads=[WorkloadDecision(name="default/a", decision="defer", reasons=[busy])],
+    )
+    delays = []
+    for count in (0, 1, 3, 30):
+        inp = build_input([*o.base_objects(o.node("n1")), _with_retry_count(count)], ["optsched"])
+        [action] = decide(inp, plan, now=LATER).actions
+        delays.append(action.check.requeue_after_seconds)
     assert delays == [60, 120, 480, DeferPolicy.max_retry_after_seconds]
+    assert _deferred(busy, requeues=2).check.requeue_after_seconds == 240, "requeueState counts too"
 
 
-def test_a_workload_that_can_never_fit_is_rejected_once_its_hold_is_over():
-    never = Reason(code=ReasonCode.POD_TOO_LARGE, message="asks 16 GPUs, nodes have 8", permanent=True)
-    action = _deferred(never)
+NEVER = Reason(code=ReasonCode.POD_TOO_LARGE, message="asks 16 GPUs, nodes have 8", permanent=True)
+
+
+def test_a_workload_that_can_never_fit_is_told_so_then_rejected_once_its_hold_is_over():
+    first = _deferred(NEVER)
+    assert first.kind == ActionKind.RELEASE, "the first verdict alone rejects nothing"
+    waiting = decide(
+        build_input([*o.base_objects(o.node("n1")), o.workload("a", gpus=8)], ["optsched"]),
+        Plan(
+            status=PlanStatus.OPTIMAL,
+            workloads=[WorkloadDecision(name="default/a", decision="defer", reasons=[NEVER])],
+        ),
+        now=NOW,
+    ).actions[0]
+    said = waiting.check.message
+    action = _deferred(NEVER, message=said)
     assert action.kind == ActionKind.REJECT and action.check.state == "Rejected"
     assert "can never fit" in action.check.message and "16 GPUs" in action.check.message
+
+
+def test_never_fits_is_not_believed_while_a_node_is_unusable():
+    said = "optsched: waiting (cannot fit this cluster as it stands): asks 16 GPUs, nodes have 8"
+    broken = o.node("n2", topology="{not json")
+    down = o.node("n3", ready=False)
+    for unusable in (broken, down):
+        action = _deferred(NEVER, o.node("n1"), unusable, message=said)
+        assert action.kind == ActionKind.RELEASE, unusable["metadata"]["name"]
 
 
 def test_an_invalid_workload_is_rejected_with_its_problem_through_the_real_loop():
@@ -89,6 +126,27 @@ def test_an_invalid_workload_is_rejected_with_its_problem_through_the_real_loop(
     assert "gpucores" in action.check.message
     applied = [w for w in ctl.writer.sent if w.verb == "apply-status"]
     assert applied and applied[0].body["status"]["admissionChecks"][0]["state"] == "Rejected"
+
+
+def test_a_workload_kueue_is_evicting_is_neither_planned_nor_admitted():
+    evicting = o.workload("a", gpus=8)
+    evicting["status"]["conditions"].append({"type": "Evicted", "status": "True", "reason": "Preempted"})
+    inp = build_input([*o.base_objects(o.node("n1")), evicting], ["optsched"])
+    assert inp.snapshot.workloads == ()
+    plan = Plan(status=PlanStatus.OPTIMAL, workloads=[])
+    assert decide(inp, plan, now=NOW).of_kind("admit") == []
+
+
+def test_checks_of_ours_left_apart_are_brought_together_with_the_ready_ones_updates():
+    w = o.workload("a", gpus=8, check="Ready", admitted=False, extra_checks=("optsched-b",))
+    updates = [{"name": "main", "labels": {"optsched.io/plan-id": "p1"}}]
+    w["status"]["admissionChecks"][0]["podSetUpdates"] = updates
+    w["status"]["admissionChecks"][1]["state"] = "Pending"
+    inp = build_input([*o.base_objects(o.node("n1")), w], ["optsched", "optsched-b"])
+    [action] = decide(inp, None, now=NOW).actions
+    assert action.kind == ActionKind.SYNC
+    [entry] = action.check.entries()
+    assert entry["name"] == "optsched-b" and entry["state"] == "Ready" and entry["podSetUpdates"] == updates
 
 
 def test_a_workload_placed_by_kueue_tas_is_rejected_not_pinned():

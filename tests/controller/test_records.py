@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from optsched.controller.records import (
@@ -56,10 +58,11 @@ def test_absent_record_is_none_and_malformed_is_an_error():
 def test_a_large_record_is_stored_compressed_and_read_back_verified():
     from optsched.kueue.placement_record import COMPRESS_ABOVE_BYTES, MAX_ANNOTATION_BYTES, plan_id_of
 
-    slots = tuple(PodPlacement(index=i, node=f"h100-{i // 8:05d}", gpus=(i % 8,)) for i in range(10_000))
-    record = PlacementRecord(plan_id=plan_id_of("u", [("main", slots)]), pod_sets={"main": slots}, version=2)
+    slots = tuple(PodPlacement(index=i, node=f"h100-{i // 8:05d}", gpus=(i % 8,)) for i in range(25_000))
+    record = PlacementRecord(plan_id=plan_id_of("u", [("main", slots)]), pod_sets={"main": slots})
     annotation = record.to_annotation()
-    assert annotation.startswith("zlib:") and COMPRESS_ABOVE_BYTES < len(annotation) < MAX_ANNOTATION_BYTES
+    assert len(json.dumps(record.model_dump(mode="json", by_alias=True))) > COMPRESS_ABOVE_BYTES
+    assert annotation.startswith("zlib:") and len(annotation) < MAX_ANNOTATION_BYTES
     back = record_of({"metadata": {"annotations": {PLACEMENT_ANNOTATION: annotation}}})
     assert back == record and back.verified("u") and not back.verified("another-uid")
 
@@ -68,3 +71,24 @@ def test_a_corrupt_compressed_record_is_a_record_error():
     for raw in ("zlib:!!!", "zlib:" + "QUJD"):
         with pytest.raises(RecordError):
             record_of({"metadata": {"annotations": {PLACEMENT_ANNOTATION: raw}}})
+
+
+def test_a_small_record_is_plain_json_an_older_reader_accepts():
+    decision = WorkloadDecision(
+        name="default/a",
+        decision="admit",
+        gpus=1,
+        pod_sets=[
+            PodSetPlacement(name="main", flavor="f", pods=[PodPlacement(index=0, node="n1", gpus=[0])])
+        ],
+    )
+    annotation = record_from_decision("uid-a", decision).to_annotation()
+    assert set(json.loads(annotation)) == {"planId", "podSets", "flavors"}
+    assert json.loads(annotation)["planId"].startswith("v2-")
+
+
+def test_ids_of_another_scheme_are_trusted_and_this_schemes_are_verified():
+    slots = (PodPlacement(index=0, node="n1", gpus=(0,)),)
+    assert PlacementRecord(plan_id="3f9c0a", pod_sets={"main": slots}).verified("u")
+    assert PlacementRecord(plan_id="v3-abc", pod_sets={"main": slots}).verified("u")
+    assert not PlacementRecord(plan_id="v2-abc", pod_sets={"main": slots}).verified("u")

@@ -54,6 +54,53 @@ def test_ready_without_a_record_is_replanned():
     assert action.check.state == "Retry" and "missing" in action.check.message
 
 
+def test_a_running_workload_whose_record_is_lost_keeps_running():
+    ready = o.workload("a", check="Ready", admitted=True, record="{oops", owner="job-a")
+    running = o.pod("a-0", plan_id="whatever", gated=False, node="n1", owner="job-a", phase="Running")
+    out = _actions([*o.base_objects(o.node("n1")), ready], [running])
+    assert out.actions == ()
+
+
+def test_re_plans_back_off_after_the_first():
+    ready = o.workload("a", check="Ready", admitted=True)
+    delays = []
+    for count in (0, 1, 2):
+        ready["status"]["admissionChecks"][0]["retryCount"] = count
+        [action] = _actions([*o.base_objects(o.node("n1")), ready]).actions
+        delays.append(action.check.requeue_after_seconds)
+    assert delays == [0, 60, 120]
+
+
+def test_no_pod_is_pinned_for_a_workload_sent_back_in_the_same_cycle():
+    record = _record(["gone", "n1"])
+    ready = o.workload("a", check="Ready", admitted=True, record=record.to_annotation())
+    pods = [o.pod("a-0", plan_id=record.plan_id), o.pod("a-1", plan_id=record.plan_id)]
+    out = _actions([*o.base_objects(o.node("n1")), ready], pods)
+    assert [a.kind for a in out.actions] == [ActionKind.REPLAN] and out.pins == ()
+
+
+def test_time_unschedulable_counts_from_the_pin_not_from_creation_while_gated():
+    record = _record(["n1"])
+    ready = o.workload("a", check="Ready", admitted=True, record=record.to_annotation())
+    objects = [*o.base_objects(o.node("n1")), ready]
+    pod = o.pod(
+        "a-0",
+        plan_id=record.plan_id,
+        gated=False,
+        pinned_index=0,
+        unschedulable_since="2026-01-01T00:00:00Z",
+        annotations={"optsched.io/pinned-at": "2026-01-01T00:09:50Z"},
+    )
+    assert _actions(objects, [pod]).actions == ()
+
+
+def test_a_pin_is_stamped_with_when_it_was_made():
+    record = _record(["n1"])
+    ready = o.workload("a", check="Ready", admitted=True, record=record.to_annotation())
+    [pin] = _actions([*o.base_objects(o.node("n1")), ready], [o.pod("a-0", plan_id=record.plan_id)]).pins
+    assert pin.patch()["metadata"]["annotations"]["optsched.io/pinned-at"] == "2026-01-01T00:10:00Z"
+
+
 def test_ready_with_an_unreadable_or_altered_record_is_replanned():
     tampered = json.loads(_record(["n1"]).to_annotation())
     tampered["podSets"]["main"][0]["gpus"] = [4, 5, 6, 7]
