@@ -292,7 +292,8 @@ def scheduler_args(binary: Path, certs: Path, kubeconfig: Path, ports: Ports) ->
 
 
 KUEUE_NAMESPACE = "kueue-system"
-KUEUE_INTEGRATIONS = ["batch/job", "pod"]
+KUEUE_INTEGRATIONS = ["batch/job", "pod", "statefulset"]
+"""Integrations whose APIs this control plane serves (StatefulSets are built in; LWS, JobSet, Ray not)."""
 
 
 def kueue_config(webhook_cert_dir: Path, ports: Ports) -> dict[str, Any]:
@@ -338,6 +339,8 @@ def kwok_args(binary: Path, kubeconfig: Path, stages: Path) -> list[str]:
 
 
 _KEPT_GROUPS = {"kueue.x-k8s.io", "batch", ""}
+_KEPT_RESOURCES = {("apps", "statefulsets")}
+"""Kueue's webhooks on other groups that are kept: those of the enabled ``statefulset`` integration."""
 _SYSTEM_NS_SELECTOR = {
     "matchExpressions": [
         {
@@ -352,8 +355,9 @@ _SYSTEM_NS_SELECTOR = {
 def kueue_webhooks(manifests: Path, base_url: str, ca_bundle: bytes) -> list[dict[str, Any]]:
     """Kueue's webhook configurations rewritten for a manager on 127.0.0.1.
 
-    Only webhooks for APIs served here (Kueue's own, batch, core) are kept: a
-    webhook for a disabled integration would make every Deployment create fail.
+    Only webhooks for APIs served here and integrations enabled (Kueue's own,
+    batch, core, StatefulSets) are kept: a webhook for a disabled integration
+    would make every Deployment create fail.
     Workload-type webhooks skip kube-system and kueue-system like the release does.
     """
     import base64
@@ -364,8 +368,12 @@ def kueue_webhooks(manifests: Path, base_url: str, ca_bundle: bytes) -> list[dic
             continue
         hooks = []
         for hook in doc.get("webhooks", []):
-            groups = {g for rule in hook.get("rules", []) for g in rule.get("apiGroups", [])}
-            if not groups <= _KEPT_GROUPS:
+            rules = hook.get("rules", [])
+            groups = {g for rule in rules for g in rule.get("apiGroups", [])}
+            resources = {
+                (g, r) for rule in rules for g in rule.get("apiGroups", []) for r in rule.get("resources", [])
+            }
+            if not (groups <= _KEPT_GROUPS or resources <= _KEPT_RESOURCES):
                 continue
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": base_url + path, "caBundle": base64.b64encode(ca_bundle).decode()}

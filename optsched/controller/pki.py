@@ -33,10 +33,12 @@ def distinguished_name(common_name: str, organization: str | None = None) -> x50
     return x509.Name(attributes)
 
 
-def build_ca(common_name: str, validity: dt.timedelta) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    """A CA key and its self-signed certificate, allowed to sign leaf certificates only."""
+def build_ca(
+    common_name: str, validity: dt.timedelta, *, now: dt.datetime | None = None
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A CA key and its self-signed certificate, allowed to sign leaves only (valid from ``now``)."""
     key = new_key()
-    now = dt.datetime.now(dt.UTC)
+    now = now or dt.datetime.now(dt.UTC)
     name = distinguished_name(common_name)
     cert = (
         x509.CertificateBuilder()
@@ -78,10 +80,11 @@ def issue(
     ip_addresses: Sequence[str] = (),
     server: bool = False,
     client: bool = False,
+    now: dt.datetime | None = None,
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    """A leaf key and certificate signed by the CA, for server and/or client use."""
+    """A leaf key and certificate signed by the CA, for server and/or client use (valid from ``now``)."""
     key = new_key()
-    now = dt.datetime.now(dt.UTC)
+    now = now or dt.datetime.now(dt.UTC)
     usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
     usages += [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
     builder = (
@@ -114,3 +117,8 @@ def key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
+
+
+def not_after(cert_pem_bytes: bytes) -> dt.datetime:
+    """When the first certificate of a PEM chain expires (``ValueError`` if it does not parse)."""
+    return x509.load_pem_x509_certificate(cert_pem_bytes).not_valid_after_utc

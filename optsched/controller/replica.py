@@ -19,23 +19,24 @@ import logging
 import os
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from optsched.controller.certs import TlsMaterial, ca_bundle_patch, generate, service_dns_names
+from optsched.controller.cert_reload import ReloadingContext
 from optsched.controller.health import Heartbeat, liveness_bound
 from optsched.controller.leader import LeaderElector
 from optsched.controller.loop import Controller, default_planner
 from optsched.controller.metrics import Metrics
 from optsched.controller.metrics_server import MetricsServer, on_loop, serving_tls
 from optsched.controller.options import MetricsOptions, Replica, WebhookOptions
+from optsched.controller.queue_verdicts import QueueVerdicts
 from optsched.controller.scrape_auth import ScrapeAuth
-from optsched.controller.webhook import WebhookServer
+from optsched.controller.serving_certs import ServingCertificates
+from optsched.controller.webhook_server import WebhookServer
 from optsched.errors import InputError
-from optsched.kube.client import ApiError, Client
-from optsched.kube.writer import Writer
+from optsched.kube.client import Client
 
 log = logging.getLogger("optsched.run")
 
-WEBHOOK_API = "admissionregistration.k8s.io/v1"
 WITHDRAW_TIMEOUT_S = 10.0
 """At most this long (after waiting for a handover) is spent on shutdown setting our checks inactive."""
 
@@ -59,10 +60,10 @@ async def run_replica(kubeconfig: str | None, replica: Replica) -> int:
         is_leader=_leadership(elector, metrics),
         heartbeat=heartbeat,
     )
-    server = None
-    if replica.webhook.port:
-        server = await _start_webhook(replica.webhook, client, controller.writer, replica.options.dry_run)
     stop = _stop_on_signals()
+    webhook = None
+    if replica.webhook.port:
+        webhook = await _start_webhook(replica.webhook, client, replica, stop)
     tasks = await _follow_leadership(elector, controller, stop)
     try:
         return await controller.run(stop, once=replica.once)
@@ -76,8 +77,8 @@ async def run_replica(kubeconfig: str | None, replica: Replica) -> int:
             await elector.release()
         if led and not replica.once and not replica.options.dry_run:
             await _withdraw_if_last(controller, elector)
-        if server is not None:
-            server.stop()
+        if webhook is not None:
+            await webhook.stop()
         if endpoint is not None:
             endpoint.stop()
 
@@ -154,59 +155,36 @@ async def _follow_leadership(
     return [asyncio.create_task(elector.run(stop)), asyncio.create_task(wake_on_change())]
 
 
+@dataclass
+class _Webhook:
+    """The webhook of this replica: its server and the background tasks that keep its answers current."""
+
+    server: WebhookServer
+    tasks: list[asyncio.Task[None]]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.server.stop()
+
+
 async def _start_webhook(
-    webhook: WebhookOptions, client: Client, writer: Writer, dry_run: bool
-) -> WebhookServer:
+    webhook: WebhookOptions, client: Client, replica: Replica, stop: asyncio.Event
+) -> _Webhook:
+    """Serve the webhook: certificates from ``--webhook-cert-dir`` or our Secret, verdicts refreshed."""
+    tasks: list[asyncio.Task[None]] = []
     if webhook.cert_dir:
         cert = os.path.join(webhook.cert_dir, "tls.crt")
         key = os.path.join(webhook.cert_dir, "tls.key")
     else:
-        material = await _serving_material(webhook, client)
-        cert, key = material.write()
-        if not dry_run:
-            await _set_ca_bundle(webhook, client, writer, material)
-    server = WebhookServer("0.0.0.0", webhook.port, cert, key)
+        certificates = ServingCertificates(webhook, client, dry_run=replica.options.dry_run)
+        await certificates.start()
+        cert, key = certificates.cert_file, certificates.key_file
+        tasks.append(asyncio.create_task(certificates.run(stop)))
+    verdicts = QueueVerdicts(client, replica.options.check_names)
+    tasks.append(asyncio.create_task(verdicts.run(stop)))
+    server = WebhookServer("0.0.0.0", webhook.port, ReloadingContext(cert, key), verdicts.current)
     server.start()
     log.info("webhook serving on :%d", server.port)
-    return server
-
-
-async def _serving_material(webhook: WebhookOptions, client: Client) -> TlsMaterial:
-    """The certificate every replica serves: from our Secret, or made and stored by the first replica."""
-
-    async def stored() -> TlsMaterial:
-        return TlsMaterial.from_secret(
-            await client.get("v1", "secrets", webhook.secret, namespace=webhook.namespace)
-        )
-
-    try:
-        return await stored()
-    except ApiError as exc:
-        if not exc.not_found:
-            raise
-    material = generate(service_dns_names(webhook.service, webhook.namespace))
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "kubernetes.io/tls",
-        "metadata": {"name": webhook.secret, "namespace": webhook.namespace},
-        "data": material.secret_data(),
-    }
-    try:
-        await client.create("v1", "secrets", secret, namespace=webhook.namespace)
-    except ApiError as exc:
-        if not exc.conflict:
-            raise
-        return await stored()  # another replica stored its certificate first: serve that one
-    return material
-
-
-async def _set_ca_bundle(
-    webhook: WebhookOptions, client: Client, writer: Writer, material: TlsMaterial
-) -> None:
-    try:
-        config = await client.get(WEBHOOK_API, "mutatingwebhookconfigurations", webhook.config)
-        ops = ca_bundle_patch(config, material.ca_pem)
-        await writer.json_patch(WEBHOOK_API, "mutatingwebhookconfigurations", webhook.config, ops)
-    except ApiError as exc:
-        log.warning("cannot set caBundle on MutatingWebhookConfiguration %s: %s", webhook.config, exc)
+    return _Webhook(server, tasks)

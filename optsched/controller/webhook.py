@@ -1,33 +1,66 @@
-"""The mutating admission webhook that gates pods of optsched-admitted workloads at creation.
+"""The mutating admission webhook's answer: which pods optsched gates at creation, and which it refuses.
 
-``mutate`` is pure (AdmissionReview dict in, AdmissionReview dict out); the
-server around it is a small threaded HTTPS server from the standard library,
-so the webhook has no dependency beyond the controller itself and runs on
-every replica (it needs no leadership: the answer depends only on the pod).
+``mutate`` is pure (an AdmissionReview and the LocalQueue verdicts in, an
+AdmissionReview out); the HTTPS server around it is
+:mod:`optsched.controller.webhook_server`. The answer needs no leadership, so
+every replica serves it.
 
-Only pods labelled ``optsched.io/plan-id`` are touched. That label reaches a
-pod solely through the podSetUpdates of our Ready admission check, so pods of
-workloads optsched does not manage are never gated. The
-MutatingWebhookConfiguration's ``objectSelector`` applies the same filter on
-the API server's side, and the code checks it again.
+A pod is optsched's at creation when it carries ``optsched.io/plan-id`` (the
+podSetUpdates of our Ready check put it on the pod templates of Job-like
+integrations) or when its ``kueue.x-k8s.io/queue-name`` label names a
+LocalQueue optsched decides. Pod-based integrations (plain pods, pod groups,
+LeaderWorkerSet, StatefulSet) create their pods before Kueue admits them, with
+only the queue-name label; gating them here, not when a label arrives later,
+is what keeps them from reaching kube-scheduler before optsched placed them.
+A LocalQueue this replica has not seen yet, or whose ClusterQueue it has not
+seen, is gated too (fail closed): the controller lifts the gate once the
+queue turns out not to be ours. So is a pod that Kueue holds but that names
+no queue yet (Kueue's admission gate, its managed label, or the
+``kueue.x-k8s.io/pod-suspending-parent`` annotation of a StatefulSet's or
+LeaderWorkerSet's template): Kueue's controller copies the queue label onto
+such pods only after they are created, too late for this answer.
+
+A pod of a queue that requests no resource at all is left alone: Kueue
+assigns its workload no flavor, so no admission check applies and Kueue
+admits it without asking optsched (a gate would hold it for ever), and it
+takes none of the capacity optsched promises.
+
+Such a pod created with ``spec.nodeName`` already bypasses every scheduler
+and gate, so it is refused with a message that says why. A malformed review
+is allowed unchanged with a warning: refusing it would block pod creation
+for a reason the user cannot fix.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import logging
-import ssl
-import threading
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
-from optsched.model.names import PLAN_ID_LABEL, SCHEDULING_GATE
-
-log = logging.getLogger("optsched.webhook")
+from optsched.kueue.managed_queues import ManagedQueues
+from optsched.model.names import (
+    KUEUE_ADMISSION_GATE,
+    KUEUE_MANAGED_LABEL,
+    KUEUE_QUEUE_NAME_LABEL,
+    KUEUE_SUSPENDING_PARENT_ANNOTATION,
+    PLAN_ID_LABEL,
+    SCHEDULING_GATE,
+)
 
 MUTATE_PATH = "/mutate-pods"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Why a pod is optsched's to place (the words the denial message uses)."""
+
+    why: str
+
+
+def _review(response: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
 def _allowed(
@@ -39,19 +72,78 @@ def _allowed(
         response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
     if warning:
         response["warnings"] = [warning]
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+    return _review(response)
+
+
+def _denied(uid: str, message: str) -> dict[str, Any]:
+    status = {"code": 403, "reason": "Forbidden", "message": message}
+    return _review({"uid": uid, "allowed": False, "status": status})
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def requests_nothing(pod: Mapping[str, Any]) -> bool:
+    """No container, init container or the pod itself requests or limits any resource, and no overhead."""
+    spec = _map(pod.get("spec"))
+    if _map(spec.get("overhead")) or _asks(spec.get("resources")):
+        return False
+    containers = [c for key in ("containers", "initContainers") for c in _list(spec.get(key))]
+    return not any(_asks(c.get("resources")) for c in containers if isinstance(c, dict))
+
+
+def _asks(resources: Any) -> bool:
+    return bool(_map(_map(resources).get("requests")) or _map(_map(resources).get("limits")))
+
+
+def kueue_mark(pod: Mapping[str, Any]) -> str | None:
+    """What shows Kueue holds a pod that names no queue yet (a StatefulSet's, say); None if nothing does."""
+    metadata = _map(pod.get("metadata"))
+    if _map(metadata.get("labels")).get(KUEUE_MANAGED_LABEL) == "true":
+        return f"label {KUEUE_MANAGED_LABEL}"
+    if KUEUE_SUSPENDING_PARENT_ANNOTATION in _map(metadata.get("annotations")):
+        return f"annotation {KUEUE_SUSPENDING_PARENT_ANNOTATION}"
+    gates = _list(_map(pod.get("spec")).get("schedulingGates"))
+    if any(isinstance(g, dict) and g.get("name") == KUEUE_ADMISSION_GATE for g in gates):
+        return f"scheduling gate {KUEUE_ADMISSION_GATE}"
+    return None
+
+
+def claim(pod: Mapping[str, Any], namespace: str, queues: ManagedQueues) -> Claim | None:
+    """Whether optsched places this pod, and why; None when the pod is not optsched's."""
+    labels = _map(_map(pod.get("metadata")).get("labels"))
+    if labels.get(PLAN_ID_LABEL):
+        return Claim(f"it carries the {PLAN_ID_LABEL} label of a workload optsched admitted")
+    if requests_nothing(pod):
+        return None  # Kueue gives such a workload no flavor, so no admission check: nothing to place
+    queue = labels.get(KUEUE_QUEUE_NAME_LABEL)
+    if not isinstance(queue, str) or not queue:
+        mark = kueue_mark(pod)
+        if mark is None:
+            return None
+        return Claim(
+            f"Kueue holds it ({mark}) and its LocalQueue is not on the pod yet, "
+            "so it is treated as one optsched places"
+        )
+    verdict = queues.verdict(namespace, queue)
+    if verdict is False:
+        return None
+    if verdict is None:
+        return Claim(
+            f"its LocalQueue {namespace}/{queue} ({KUEUE_QUEUE_NAME_LABEL}) is not known to optsched yet, "
+            "so it is treated as one optsched places"
+        )
+    return Claim(f"its LocalQueue {namespace}/{queue} ({KUEUE_QUEUE_NAME_LABEL}) is placed by optsched")
 
 
 def gate_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """JSON patch adding our scheduling gate; empty when not ours or already gated."""
-    metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
-    labels = (metadata or {}).get("labels") or {}
-    if not isinstance(labels, dict) or not labels.get(PLAN_ID_LABEL):
-        return []
-    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
-    if (spec or {}).get("nodeName"):
-        return []
-    gates = (spec or {}).get("schedulingGates")
+    """JSON patch adding our scheduling gate; empty when the pod holds it already."""
+    gates = _map(pod.get("spec")).get("schedulingGates")
     gate = {"name": SCHEDULING_GATE}
     if not isinstance(gates, list) or not gates:
         return [{"op": "add", "path": "/spec/schedulingGates", "value": [gate]}]
@@ -60,12 +152,15 @@ def gate_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
 
 
-def mutate(review: Mapping[str, Any]) -> dict[str, Any]:
-    """Answer one AdmissionReview: always allowed; gated when the pod is one of ours.
+def pod_name(pod: Mapping[str, Any], namespace: str) -> str:
+    """``namespace/name`` as the message names it (``generateName*`` before the name is generated)."""
+    metadata = _map(pod.get("metadata"))
+    name = metadata.get("name") or (f"{metadata['generateName']}*" if metadata.get("generateName") else "")
+    return f"{namespace}/{name or '<unnamed>'}"
 
-    A malformed review is allowed unchanged with a warning: refusing it would
-    block pod creation for a reason the user cannot fix.
-    """
+
+def mutate(review: Mapping[str, Any], queues: ManagedQueues) -> dict[str, Any]:
+    """Answer one AdmissionReview: gate optsched's pods, refuse those created already bound."""
     request = review.get("request") if isinstance(review.get("request"), dict) else None
     if request is None:
         return _allowed("", warning="optsched: AdmissionReview without request")
@@ -76,59 +171,16 @@ def mutate(review: Mapping[str, Any]) -> dict[str, Any]:
     pod = request.get("object")
     if not isinstance(pod, dict):
         return _allowed(uid, warning="optsched: pod object missing from the admission request")
+    namespace = str(request.get("namespace") or _map(pod.get("metadata")).get("namespace") or "default")
+    found = claim(pod, namespace, queues)
+    if found is None:
+        return _allowed(uid)
+    node = _map(pod.get("spec")).get("nodeName")
+    if node:
+        return _denied(
+            uid,
+            f"pod {pod_name(pod, namespace)}: spec.nodeName ({node}) may not be set at creation, because "
+            f"{found.why}; optsched picks the node and GPUs, so leave spec.nodeName empty "
+            "(a pod bound at creation would skip the plan and take GPUs promised to another workload)",
+        )
     return _allowed(uid, gate_patch(pod))
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "optsched-webhook"
-
-    def do_POST(self) -> None:
-        if self.path.split("?")[0] != MUTATE_PATH:
-            self.send_error(404)
-            return
-        length = int(self.headers.get("Content-Length") or 0)
-        try:
-            review = json.loads(self.rfile.read(length) or b"{}")
-        except ValueError:
-            review = {}
-        body = json.dumps(mutate(review if isinstance(review, dict) else {})).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        if self.path in ("/healthz", "/readyz"):
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-            return
-        self.send_error(404)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("webhook: " + format, *args)
-
-
-class WebhookServer:
-    """HTTPS server for the webhook in a daemon thread."""
-
-    def __init__(self, host: str, port: int, cert_file: str, key_file: str) -> None:
-        self.httpd = ThreadingHTTPServer((host, port), _Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(cert_file, key_file)
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="optsched-webhook", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self.httpd.server_address[1])
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()

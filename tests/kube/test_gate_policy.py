@@ -1,4 +1,4 @@
-"""The shipped gate policy: installed by base, about our gate, and lifted only by the controller's account."""
+"""The shipped admission policies: installed by base, and what they allow and deny, evaluated as CEL."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 
 import yaml
 
-from optsched.model.names import SCHEDULING_GATE
+from optsched.model.names import GPUS_ANNOTATION, PLAN_ID_LABEL, POD_INDEX_ANNOTATION, SCHEDULING_GATE
+from tests.kube.cel import OPTSCHED_USER, denial
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 
@@ -19,7 +20,7 @@ def docs(path: Path) -> list[dict[str, Any]]:
 def test_base_installs_the_gate_policy_and_its_binding() -> None:
     kustomization = docs(MANIFESTS / "base" / "kustomization.yaml")[0]
     assert "gate-policy.yaml" in kustomization["resources"]
-    policy, binding = docs(MANIFESTS / "base" / "gate-policy.yaml")
+    policy, binding = docs(MANIFESTS / "base" / "gate-policy.yaml")[:2]
     assert (
         policy["kind"] == "ValidatingAdmissionPolicy"
         and binding["kind"] == "ValidatingAdmissionPolicyBinding"
@@ -44,3 +45,86 @@ def test_the_policy_names_our_gate_and_the_controllers_own_service_account() -> 
     assert f'"{username}"' in conditions["not-optsched-itself"]
     (validation,) = policy["spec"]["validations"]
     assert f'"{SCHEDULING_GATE}"' in validation["expression"]
+
+
+# -- what the policies decide, evaluated like the API server does (tests/kube/cel.py) --------------
+
+
+def policy(name: str) -> dict[str, Any]:
+    policies = docs(MANIFESTS / "base" / "gate-policy.yaml")
+    kind = "ValidatingAdmissionPolicy"
+    (found,) = [d for d in policies if d["kind"] == kind and d["metadata"]["name"] == name]
+    return found
+
+
+def bindings() -> dict[str, dict[str, Any]]:
+    found = docs(MANIFESTS / "base" / "gate-policy.yaml")
+    return {d["spec"]["policyName"]: d for d in found if d["kind"] == "ValidatingAdmissionPolicyBinding"}
+
+
+def pod(
+    *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "p", "namespace": "team"}
+    if labels is not None:
+        metadata["labels"] = labels
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    return {"metadata": metadata, "spec": {"containers": [{"name": "c"}], **spec}}
+
+
+GATED = [{"name": SCHEDULING_GATE}]
+
+
+def test_every_policy_is_bound_to_deny() -> None:
+    found = docs(MANIFESTS / "base" / "gate-policy.yaml")
+    names = {d["metadata"]["name"] for d in found if d["kind"] == "ValidatingAdmissionPolicy"}
+    assert names == {"optsched-gate-integrity", "optsched-not-bound-at-create", "optsched-pod-annotations"}
+    assert set(bindings()) == names
+    for name, binding in bindings().items():
+        assert binding["spec"]["validationActions"] == ["Deny"], name
+        assert policy(name)["spec"]["failurePolicy"] == "Fail"
+
+
+def test_a_tenant_dropping_the_gate_is_denied_and_optsched_is_not() -> None:
+    gate = policy("optsched-gate-integrity")
+    message = denial(gate, "UPDATE", pod(), pod(schedulingGates=GATED))
+    assert message is not None and "pod team/p" in message and "system:serviceaccount:team:tenant" in message
+    assert denial(gate, "UPDATE", pod(), pod(schedulingGates=GATED), user=OPTSCHED_USER) is None
+    assert denial(gate, "UPDATE", pod(schedulingGates=GATED), pod(schedulingGates=GATED)) is None
+    other = [{"name": "example.com/other"}]
+    assert denial(gate, "UPDATE", pod(), pod(schedulingGates=other)) is None, "not our gate"
+
+
+def test_a_pod_labelled_with_a_plan_id_may_not_be_created_bound() -> None:
+    bound = policy("optsched-not-bound-at-create")
+    ours = {PLAN_ID_LABEL: "plan-1"}
+    message = denial(bound, "CREATE", pod(labels=ours, nodeName="gpu-1"))
+    assert message is not None and "pod team/p" in message and "spec.nodeName (gpu-1)" in message
+    assert denial(bound, "CREATE", pod(labels=ours)) is None
+    assert denial(bound, "CREATE", pod(labels=ours, nodeName="")) is None
+    assert denial(bound, "CREATE", pod(labels={"app": "x"}, nodeName="gpu-1")) is None, "not ours"
+    assert denial(bound, "CREATE", pod(nodeName="gpu-1")) is None, "no labels at all"
+    assert denial(bound, "UPDATE", pod(labels=ours, nodeName="gpu-1"), pod(labels=ours)) is None, "binding"
+
+
+def test_a_pod_may_not_be_created_with_optscheds_own_annotations() -> None:
+    guarded = policy("optsched-pod-annotations")
+    for key in (POD_INDEX_ANNOTATION, GPUS_ANNOTATION):
+        message = denial(guarded, "CREATE", pod(annotations={key: "0"}))
+        assert message is not None and "pod team/p" in message and "remove them" in message
+    assert denial(guarded, "CREATE", pod(annotations={"team": "a"})) is None
+    assert denial(guarded, "CREATE", pod()) is None
+
+
+def test_only_optsched_adds_changes_or_removes_them() -> None:
+    guarded = policy("optsched-pod-annotations")
+    plain, pinned = pod(annotations={"team": "a"}), pod(annotations={GPUS_ANNOTATION: "0,1", "team": "a"})
+    moved = pod(annotations={GPUS_ANNOTATION: "4,5", "team": "a"})
+    for new, old in ((pinned, plain), (moved, pinned), (plain, pinned), (pod(), pinned)):
+        message = denial(guarded, "UPDATE", new, old)
+        assert message is not None and "system:serviceaccount:team:tenant tried" in message
+        assert denial(guarded, "UPDATE", new, old, user=OPTSCHED_USER) is None
+    relabelled = pod(labels={"x": "y"}, annotations={GPUS_ANNOTATION: "0,1", "team": "a"})
+    assert denial(guarded, "UPDATE", relabelled, pinned) is None, "other changes stay allowed"
+    assert denial(guarded, "UPDATE", pod(annotations={"team": "b"}), plain) is None
