@@ -70,7 +70,7 @@ def pod(
         metadata["labels"] = labels
     if annotations is not None:
         metadata["annotations"] = annotations
-    return {"metadata": metadata, "spec": {"containers": [{"name": "c"}], **spec}}
+    return {"metadata": metadata, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}], **spec}}
 
 
 GATED = [{"name": SCHEDULING_GATE}]
@@ -79,7 +79,12 @@ GATED = [{"name": SCHEDULING_GATE}]
 def test_every_policy_is_bound_to_deny() -> None:
     found = docs(MANIFESTS / "base" / "gate-policy.yaml")
     names = {d["metadata"]["name"] for d in found if d["kind"] == "ValidatingAdmissionPolicy"}
-    assert names == {"optsched-gate-integrity", "optsched-not-bound-at-create", "optsched-pod-annotations"}
+    assert names == {
+        "optsched-gate-integrity",
+        "optsched-not-bound-at-create",
+        "optsched-pod-annotations",
+        "optsched-pod-changes",
+    }
     assert set(bindings()) == names
     for name, binding in bindings().items():
         assert binding["spec"]["validationActions"] == ["Deny"], name
@@ -128,3 +133,37 @@ def test_only_optsched_adds_changes_or_removes_them() -> None:
     relabelled = pod(labels={"x": "y"}, annotations={GPUS_ANNOTATION: "0,1", "team": "a"})
     assert denial(guarded, "UPDATE", relabelled, pinned) is None, "other changes stay allowed"
     assert denial(guarded, "UPDATE", pod(annotations={"team": "b"}), plain) is None
+
+
+def test_optsched_may_only_pin_or_ungate_pods_that_carry_its_gate() -> None:
+    changes = policy("optsched-pod-changes")
+    gated = pod(labels={"app": "x"}, annotations={"team": "a"}, schedulingGates=GATED)
+    pinned = pod(
+        labels={"app": "x"},
+        annotations={"team": "a", POD_INDEX_ANNOTATION: "0", GPUS_ANNOTATION: "0,1"},
+        nodeSelector={"kubernetes.io/hostname": "gpu-1"},
+    )
+    assert denial(changes, "UPDATE", pinned, gated, user=OPTSCHED_USER) is None
+    bare = pod(schedulingGates=GATED)
+    first_annotations = pod(
+        annotations={GPUS_ANNOTATION: "0"}, nodeSelector={"kubernetes.io/hostname": "gpu-1"}
+    )
+    assert denial(changes, "UPDATE", first_annotations, bare, user=OPTSCHED_USER) is None, "none before"
+    assert (
+        denial(
+            changes, "UPDATE", pod(labels={"app": "x"}, annotations={"team": "a"}), gated, user=OPTSCHED_USER
+        )
+        is None
+    )
+    assert denial(changes, "UPDATE", pinned, gated) is None, "only optsched's own account is narrowed"
+    ungated = pod(labels={"app": "x"}, annotations={"team": "a"})
+    message = denial(changes, "UPDATE", pinned, ungated, user=OPTSCHED_USER)
+    assert message is not None and "does not" in message, "pods without the gate are not touched"
+    relabelled = pod(
+        labels={"app": "y"}, annotations={"team": "a"}, nodeSelector={"kubernetes.io/hostname": "gpu-1"}
+    )
+    assert "labels" in (denial(changes, "UPDATE", relabelled, gated, user=OPTSCHED_USER) or "")
+    reannotated = pod(labels={"app": "x"}, annotations={"team": "b"})
+    assert "annotations" in (denial(changes, "UPDATE", reannotated, gated, user=OPTSCHED_USER) or "")
+    tolerant = pod(labels={"app": "x"}, annotations={"team": "a"}, tolerations=[{"operator": "Exists"}])
+    assert "nodeSelector" in (denial(changes, "UPDATE", tolerant, gated, user=OPTSCHED_USER) or "")
