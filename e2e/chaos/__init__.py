@@ -9,6 +9,10 @@ restarted, API errors between the controller and the API server (through
 Kueue preemption. An independent checker counts what must never happen:
 over-commits and escapes (:mod:`e2e.chaos.invariants`, where O and E are
 defined), stuck and lost workloads (:mod:`e2e.chaos.liveness`, S and L).
+W counts the workloads the soak submitted that the API server accepted (the
+honest stream, the preemption fault's gangs, the tenant's Jobs); F counts the
+faults injected (a fault that found nothing to hit, or could not be made, is
+not counted).
 
 Modules: ``cli`` (flags, exit status), ``soak`` (one run), ``environment``
 (what is installed), ``workloads`` (the stream), ``tenants`` (the attacks),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ FAST = ("--interval", "2", "--debounce", "0.5", "--time-limit", "5", "--workers"
 class Blackout:
     """Seconds during which at least one reason to pause (``no-controller``, ``apiserver``) held."""
 
+    now: Callable[[], float] = time.monotonic
     _since: float | None = None
     _reasons: set[str] = field(default_factory=set)
     _total: float = 0.0
@@ -38,14 +40,14 @@ class Blackout:
             else:
                 self._reasons.discard(reason)
             if not before and self._reasons:
-                self._since = time.monotonic()
+                self._since = self.now()
             elif before and not self._reasons and self._since is not None:
-                self._total += time.monotonic() - self._since
+                self._total += self.now() - self._since
                 self._since = None
 
     def total(self) -> float:
         with self._lock:
-            running = time.monotonic() - self._since if self._since is not None else 0.0
+            running = self.now() - self._since if self._since is not None else 0.0
             return self._total + running
 
 

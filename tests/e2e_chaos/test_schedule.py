@@ -1,8 +1,9 @@
-"""The fault timeline: every class in a short run, seeded, inside the run."""
+"""The fault and attack timelines: every class in a short run, seeded, inside the run."""
 
 from __future__ import annotations
 
 from e2e.chaos.schedule import FaultKind, fault_schedule
+from e2e.chaos.tenants import KINDS, attack_times
 
 
 def test_a_three_minute_run_meets_every_fault_class_in_order_and_inside_the_run() -> None:
@@ -30,3 +31,9 @@ def test_a_subset_of_classes_is_honoured_and_an_empty_run_has_no_faults() -> Non
     kinds = (FaultKind.NODE_DELETE, FaultKind.API_DROP)
     assert {f.kind for f in fault_schedule(1, 300, kinds=kinds)} == set(kinds)
     assert fault_schedule(1, 0) == ()
+
+
+def test_the_tenant_tries_every_attack_early_and_keeps_trying() -> None:
+    attacks = attack_times(1, 180)
+    assert {kind for t, kind in attacks if t < 100} == set(KINDS)
+    assert attacks == attack_times(1, 180) and all(0 < t < 180 for t, _ in attacks)
