@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 
 import httpx
@@ -52,6 +53,8 @@ class Checker:
         self.liveness = Liveness(tracked, bound=bound)
         self.last: Observation | None = None
         self.failed_reads = 0
+        self.errors: list[str] = []
+        """Failures of the checker itself (a bug here): the soak then fails instead of passing blind."""
 
     def read(self) -> Observation:
         namespaces = sorted(self.env.namespaces)
@@ -89,5 +92,9 @@ class Checker:
     def loop(self, stop: threading.Event, interval: float = 2.0) -> None:
         while not stop.is_set():
             began = time.monotonic()
-            self.step()
+            try:
+                self.step()
+            except Exception as exc:
+                self.errors.append(traceback.format_exc())
+                self.report.say(f"CHECKER ERROR {type(exc).__name__}: {exc}")
             stop.wait(max(0.2, interval - (time.monotonic() - began)))

@@ -238,6 +238,8 @@ class WorkloadFact:
     """Pods Kueue reserved quota for (``podSetAssignments[].count``), when known."""
     requeue: str = ""
     """Kueue's requeue state, for messages."""
+    inactive: bool = False
+    """Deactivated (``spec.active: false``) or our check Rejected it: it will not run, by decision."""
 
     @property
     def key(self) -> str:
@@ -277,6 +279,7 @@ def workload_fact(raw: Mapping[str, Any], check: str) -> WorkloadFact:
         if counts and all(c is not None for c in counts)
         else None,
         requeue=json.dumps(status["requeueState"]) if isinstance(status.get("requeueState"), dict) else "",
+        inactive=spec.get("active") is False or entry.get("state") == "Rejected",
     )
 
 

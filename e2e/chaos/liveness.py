@@ -12,7 +12,8 @@ workload at most once per rule):
 * *admitted-unbound*: Kueue has it Admitted (and not Finished) while fewer of
   its pods are bound or done (Succeeded) than Kueue admitted
   (``podSetAssignments[].count``, else the submitted count); or
-* *fits-not-admitted*: it is neither Admitted nor Finished while it fits, at
+* *fits-not-admitted*: it is neither Admitted nor Finished nor refused
+  (deactivated, or our check Rejected it: a decision, not a stall) while it fits, at
   every observation of that span, in the GPUs free right now
   (:mod:`e2e.chaos.capacity`) and in its ClusterQueue's free GPU quota (or it
   already holds a quota reservation).
@@ -127,12 +128,24 @@ class Liveness:
         free: Mapping[str, int],
     ) -> list[Violation]:
         expected = workload.admitted_pods if workload.admitted_pods is not None else tracked.demand.pods
-        active = workload.finished is None
+        active = workload.finished is None and not workload.inactive
         out = []
         unbound = active and workload.admitted and placed(pods) < expected
         waited = self._timer(state, "admitted-unbound", unbound, now)
         if waited > self.bound:
             out.append(_unbound(tracked, workload, pods, expected, waited))
+        if workload.inactive and workload.finished is None:
+            fitting = fits(tracked.demand, obs.nodes, free)
+            out.append(
+                Violation(
+                    "N",
+                    "refused",
+                    f"refused:{workload.uid}",
+                    f"{tracked.kind} workload {workload.key} ({tracked.actor}, {tracked.demand}) was refused "
+                    f"(check {workload.check_state}, evicted: {workload.evicted}); it fits now: {fitting}",
+                    (f"workload/{workload.key}",),
+                )
+            )
         quota_ok = workload.quota_reserved or tracked.demand.total <= obs.quota.free
         pending = active and not workload.admitted and quota_ok and fits(tracked.demand, obs.nodes, free)
         waited = self._timer(state, "fits-not-admitted", pending, now)
@@ -215,6 +228,8 @@ def _unbound(
 def _phase(workload: WorkloadFact, pods: list[PodFact]) -> str:
     if workload.finished:
         return "finished" if workload.finished != "Failed" else "failed"
+    if workload.inactive:
+        return "rejected"
     if workload.admitted:
         return "running" if pods and all(p.bound or not p.live for p in pods) else "admitted"
     return "reserved" if workload.quota_reserved else "queued"

@@ -265,6 +265,12 @@ def _soak(opts: Options, report: Report, env: Environment, proxy: FaultProxy, re
         if not replicas.alive():
             replicas.start("r1")
         _drain(opts, report, parts.checker)
+        if parts.checker.errors:
+            report.notes["checkerErrors"] = parts.checker.errors
+            raise RuntimeError(
+                f"the invariant checker failed {len(parts.checker.errors)} time(s); first:\n"
+                f"{parts.checker.errors[0]}"
+            )
         report.notes["preempted"] = sorted(parts.checker.liveness.preempted)
         report.say(f"Kueue preempted {len(parts.checker.liveness.preempted)} workload(s) of the soak")
     finally:

@@ -145,3 +145,14 @@ def test_a_workload_evicted_before_all_its_pods_bound_is_replanned_not_lost() ->
     rule.observe(observe(0, **admitted_with_one_pod_gated()), 0, frozenset())
     for t in (2, 4):
         assert rule.observe(observe(t, **evicted("AdmissionCheck")), 0, frozenset()) == []
+
+
+def test_a_workload_refused_by_our_check_is_a_decision_not_a_stall() -> None:
+    rule = checker()
+    refused = workload("g", owner="job-g", reserved=True)
+    refused["status"]["admissionChecks"] = [{"name": "chaos-check", "state": "Rejected"}]
+    state = {"workloads": [refused], "nodes": [node("n1")]}
+    noted = rule.observe(observe(0, **state), 0, frozenset())
+    assert [(v.kind, v.rule) for v in noted] == [("N", "refused")] and "fits now: True" in noted[0].message
+    assert rule.observe(observe(300, **state), 0, frozenset()) == []
+    assert rule.phases() == {"rejected": 1}
