@@ -94,6 +94,8 @@ class PodFact:
     """Carries optsched's scheduling gate."""
     owners: tuple[str, ...]
     queue: str | None
+    scheduled: bool = True
+    """Bound by a scheduler (through the ``binding`` subresource), not created with ``spec.nodeName``."""
 
     @property
     def key(self) -> str:
@@ -128,6 +130,8 @@ def pod_fact(raw: Mapping[str, Any]) -> PodFact:
         gated=any(_dict(g).get("name") == GATE for g in _list(spec.get("schedulingGates"))),
         owners=tuple(str(_dict(o).get("uid", "")) for o in _list(md.get("ownerReferences"))),
         queue=labels.get(QUEUE) or None,
+        scheduled=not spec.get("nodeName")
+        or any(_dict(m).get("subresource") == "binding" for m in _list(md.get("managedFields"))),
     )
 
 
@@ -325,6 +329,8 @@ class Observation:
     quota: Quota
     failed_jobs: frozenset[str] = frozenset()
     """uids of Jobs whose Failed condition is True."""
+    alive_owners: frozenset[str] | None = None
+    """uids of the Jobs (not being deleted) and live Pods that exist: what a Workload can still run for."""
 
     def pods_on(self, node: str) -> list[PodFact]:
         return [p for p in self.pods if p.bound and p.node == node]
@@ -346,11 +352,19 @@ def observation(
         if _condition(_dict(j.get("status")), "Failed") is not None
     )
     node_facts = {n.name: n for n in (node_fact(raw) for raw in nodes)}
+    pod_facts = tuple(pod_fact(p) for p in pods)
+    alive = {
+        str(_dict(j.get("metadata")).get("uid", ""))
+        for j in jobs
+        if not _dict(j.get("metadata")).get("deletionTimestamp")
+    }
+    alive |= {p.uid for p in pod_facts if p.live and not p.deleting}
     return Observation(
         at=at,
-        pods=tuple(pod_fact(p) for p in pods),
+        pods=pod_facts,
         nodes=node_facts,
         workloads=tuple(workload_fact(w, check) for w in workloads),
         quota=quota_fact(cluster_queue),
         failed_jobs=failed,
+        alive_owners=frozenset(alive),
     )

@@ -6,12 +6,16 @@ once. Definitions, exactly as counted:
 
 **O, over-committed.** An incident is either
 
-* *gpu-count*: a pod is first seen bound to node N while the GPUs requested by
-  the live pods bound to N (terminating ones included: they hold their GPUs
-  until they are gone) exceed N's allocatable ``nvidia.com/gpu``. The
-  allocatable compared against is the larger of its values at this and the
-  previous observation, so a GPU that turns unhealthy under pods already
-  running is not an over-commit, while a pod bound onto it afterwards is; or
+* *gpu-count*: a pod a scheduler bound is first seen on node N while the GPUs
+  requested by the live pods bound to N (terminating ones included: they
+  hold their GPUs until they are gone) exceed N's allocatable
+  ``nvidia.com/gpu``. The allocatable compared against is the larger of its
+  values at this and the previous observation, so a GPU that turns unhealthy
+  under pods already running is not an over-commit, while a pod bound onto it
+  afterwards is. A pod created straight onto N (``spec.nodeName``, no
+  scheduler) is judged as the kubelet would admit it: when it arrives past
+  allocatable it is refused there (a note, *kubelet-refused*: KWOK has no
+  kubelet to refuse it) and holds nothing; else it holds its GPUs; or
 * *gpu-index*: two live, not terminating pods bound to N, each pinned to N
   (``nodeSelector kubernetes.io/hostname=N``), carry ``optsched.io/gpus`` index
   lists that share an index, where each list is what optsched promised: the
@@ -97,6 +101,7 @@ class OverCommit:
     def __init__(self, records: Records) -> None:
         self.records = records
         self._seen: set[tuple[str, str]] = set()
+        self._refused: set[str] = set()
         self._allocatable: dict[str, int] = {}
         self._reported: set[str] = set()
 
@@ -116,23 +121,36 @@ class OverCommit:
         return True
 
     def _count(self, node: NodeFact, pods: list[PodFact]) -> list[Violation]:
-        new = sorted(p.key for p in pods if (p.uid, node.name) not in self._seen)
-        self._seen |= {(p.uid, node.name) for p in pods}
         limit = max(node.allocatable, self._allocatable.get(node.name, 0))
-        asked = sum(p.gpus for p in pods)
-        if not new or asked <= limit:
-            return []
-        held = ", ".join(f"{p.key} ({p.gpus})" for p in sorted(pods, key=lambda p: p.key))
-        return [
+        pods = [p for p in pods if p.uid not in self._refused]
+        new = [p for p in pods if (p.uid, node.name) not in self._seen]
+        self._seen |= {(p.uid, node.name) for p in pods}
+        held = sum(p.gpus for p in pods if p not in new)
+        out = []
+        for pod in sorted((p for p in new if not p.scheduled), key=lambda p: p.key):
+            if held + pod.gpus > limit:
+                self._refused.add(pod.uid)
+                out.append(_refused(pod, node, held, limit))
+            else:
+                held += pod.gpus
+        bound = sorted(p.key for p in new if p.scheduled)
+        asked = held + sum(p.gpus for p in new if p.scheduled)
+        if not bound or asked <= limit:
+            return out
+        listed = ", ".join(
+            f"{p.key} ({p.gpus})" for p in sorted(pods, key=lambda p: p.key) if p.uid not in self._refused
+        )
+        out.append(
             Violation(
                 "O",
                 "gpu-count",
-                f"gpu-count:{node.name}:{','.join(new)}",
+                f"gpu-count:{node.name}:{','.join(bound)}",
                 f"node {node.name}: {asked} GPUs requested by bound pods, {limit} allocatable, after "
-                f"{', '.join(new)} bound; bound: {held}",
-                (f"node/{node.name}", *(f"pod/{p.key}" for p in pods)),
+                f"{', '.join(bound)} bound; bound: {listed}",
+                (f"node/{node.name}", *(f"pod/{p.key}" for p in pods if p.uid not in self._refused)),
             )
-        ]
+        )
+        return out
 
     def _indices(self, node: NodeFact, pods: list[PodFact]) -> list[Violation]:
         shaped = [p for p in pods if not p.deleting and p.pinned_to == node.name and p.indices]
@@ -153,6 +171,17 @@ class OverCommit:
                         )
                     )
         return out
+
+
+def _refused(pod: PodFact, node: NodeFact, held: int, limit: int) -> Violation:
+    return Violation(
+        "N",
+        "kubelet-refused",
+        f"kubelet-refused:{pod.uid}",
+        f"pod {pod.key} was created onto {node.name} (spec.nodeName) asking for {pod.gpus} GPU(s) with "
+        f"{held} of {limit} held: a kubelet would refuse it (KWOK runs it); it is counted as holding none",
+        (f"pod/{pod.key}", f"node/{node.name}"),
+    )
 
 
 def _self_declared(pod: PodFact) -> Violation:

@@ -6,8 +6,10 @@ with neither as ``paused``), so a workload is never called stuck for waiting
 out the control plane being down. Definitions, exactly as counted (each
 workload at most once per rule):
 
-**S, stuck.** A workload the soak submitted is stuck when, for longer than
-``bound`` seconds of progress time without interruption, either
+**S, stuck.** A workload the soak submitted, whose Job or Pod still exists
+(a bare Pod Kueue preempted is deleted and nothing can run for its Workload
+any more), is stuck when, for longer than ``bound`` seconds of progress time
+without interruption, either
 
 * *admitted-unbound*: Kueue has it Admitted (and not Finished) while fewer of
   its pods are bound or done (Succeeded) than Kueue admitted
@@ -128,7 +130,8 @@ class Liveness:
         free: Mapping[str, int],
     ) -> list[Violation]:
         expected = workload.admitted_pods if workload.admitted_pods is not None else tracked.demand.pods
-        active = workload.finished is None and not workload.inactive
+        owner = obs.alive_owners is None or tracked.owner_uid in obs.alive_owners
+        active = owner and workload.finished is None and not workload.inactive
         out = []
         unbound = active and workload.admitted and placed(pods) < expected
         waited = self._timer(state, "admitted-unbound", unbound, now)

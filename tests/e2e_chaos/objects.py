@@ -52,7 +52,9 @@ def pod(
     gated: bool = False,
     deleting: bool = False,
     queue: str | None = None,
+    bypass: bool = False,
 ) -> dict[str, Any]:
+    """A pod; one with a node was bound by kube-scheduler, unless ``bypass``: created onto it."""
     labels = {"optsched.io/podset": "main"}
     if plan:
         labels["optsched.io/plan-id"] = plan
@@ -78,6 +80,8 @@ def pod(
         md["ownerReferences"] = [{"uid": owner}]
     if deleting:
         md["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    if node and not bypass:
+        md["managedFields"] = [{"manager": "kube-scheduler", "operation": "Update", "subresource": "binding"}]
     return {"metadata": md, "spec": spec, "status": {"phase": phase}}
 
 
@@ -158,6 +162,10 @@ def observe(
     nodes: Sequence[dict[str, Any]] = (),
     workloads: Sequence[dict[str, Any]] = (),
     quota: dict[str, Any] | None = None,
-    jobs: Sequence[dict[str, Any]] = (),
+    jobs: Sequence[dict[str, Any]] | None = None,
 ) -> Observation:
+    """An observation; without ``jobs``, a Job exists for the owner of every Workload."""
+    if jobs is None:
+        owners = {o["uid"] for w in workloads for o in w["metadata"].get("ownerReferences", [])}
+        jobs = [{"metadata": {"uid": uid}} for uid in sorted(owners)]
     return observation(at, pods, nodes, workloads, quota or cluster_queue(), jobs, CHECK)

@@ -77,6 +77,31 @@ def test_a_pod_bound_past_allocatable_is_an_over_commit_naming_it() -> None:
     assert "10 GPUs requested" in found[0].message and "team/intruder" in found[0].message
 
 
+def test_a_pod_created_onto_a_full_node_is_refused_as_a_kubelet_would_and_holds_nothing() -> None:
+    rule = Judge()
+    full = [pod("a", node="n1", gpus=8)]
+    assert rule.over_commit(observe(1, pods=full, nodes=[node("n1")])) == []
+    bypass = pod("straight", node="n1", gpus=8, bypass=True)
+    found = rule.over_commit(observe(2, pods=[*full, bypass], nodes=[node("n1")]))
+    assert [(v.kind, v.rule) for v in found] == [("N", "kubelet-refused")]
+    later = pod("later", node="n1", gpus=1)
+    assert [
+        v.rule for v in rule.over_commit(observe(3, pods=[*full, bypass, later], nodes=[node("n1")]))
+    ] == ["gpu-count"], (
+        "the refused pod holds nothing; the scheduler's pod past allocatable is still an over-commit"
+    )
+
+
+def test_a_pod_created_onto_free_gpus_holds_them() -> None:
+    rule = Judge()
+    bypass = pod("straight", node="n1", gpus=6, bypass=True)
+    assert rule.over_commit(observe(1, pods=[bypass], nodes=[node("n1")])) == []
+    third = pod("third", node="n1", gpus=4)
+    assert [v.rule for v in rule.over_commit(observe(2, pods=[bypass, third], nodes=[node("n1")]))] == [
+        "gpu-count"
+    ]
+
+
 def test_a_gpu_turning_unhealthy_under_running_pods_is_not_an_over_commit_but_binding_onto_it_is() -> None:
     rule = Judge()
     full = [pod(f"p{i}", node="n1", gpus=1) for i in range(8)]

@@ -61,6 +61,13 @@ def test_a_pending_workload_that_fits_for_the_whole_bound_is_stuck() -> None:
     assert [v.rule for v in found] == ["fits-not-admitted"]
 
 
+def test_a_workload_whose_job_or_pod_is_gone_is_not_stuck() -> None:
+    rule = checker()
+    orphan = {"workloads": [workload("g", owner="job-g", reserved=True)], "nodes": [node("n1")], "jobs": []}
+    rule.observe(observe(0, **orphan), 0, frozenset())
+    assert rule.observe(observe(300, **orphan), 0, frozenset()) == []
+
+
 def test_a_pending_workload_that_does_not_fit_or_lacks_quota_is_not_stuck() -> None:
     for state in (
         {"workloads": [workload("g", owner="job-g")], "nodes": [node("n1")], "quota": cluster_queue(100, 96)},
