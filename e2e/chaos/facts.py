@@ -86,7 +86,8 @@ class PodFact:
     gpus: int
     indices: tuple[int, ...] | None
     pinned_to: str | None
-    """``nodeSelector kubernetes.io/hostname``: where a pin sends the pod."""
+    """Where a pin sends the pod: ``nodeSelector kubernetes.io/hostname``, else a required node affinity
+    on the hostname label or on ``metadata.name`` that names one node (a label value or a node name)."""
     plan_id: str | None
     pod_set: str
     pod_index: int | None
@@ -110,6 +111,24 @@ class PodFact:
         return self.live and self.node is not None
 
 
+def _affinity_pin(spec: Mapping[str, Any]) -> str | None:
+    """The one node a required node affinity allows, by hostname label or by name; None otherwise."""
+    required = _dict(
+        _dict(_dict(spec.get("affinity")).get("nodeAffinity")).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+    )
+    named = set()
+    for term in _list(required.get("nodeSelectorTerms")):
+        for part, key in (("matchFields", "metadata.name"), ("matchExpressions", HOSTNAME)):
+            for rule in _list(_dict(term).get(part)):
+                rule = _dict(rule)
+                values = _list(rule.get("values"))
+                if rule.get("key") == key and rule.get("operator") == "In" and len(values) == 1:
+                    named.add(str(values[0]))
+    return named.pop() if len(named) == 1 else None
+
+
 def pod_fact(raw: Mapping[str, Any]) -> PodFact:
     md, spec, status = _dict(raw.get("metadata")), _dict(raw.get("spec")), _dict(raw.get("status"))
     labels, annotations = _dict(md.get("labels")), _dict(md.get("annotations"))
@@ -123,7 +142,7 @@ def pod_fact(raw: Mapping[str, Any]) -> PodFact:
         deleting=bool(md.get("deletionTimestamp")),
         gpus=gpu_request(spec),
         indices=indices(annotations.get(GPUS)),
-        pinned_to=_dict(spec.get("nodeSelector")).get(HOSTNAME),
+        pinned_to=_dict(spec.get("nodeSelector")).get(HOSTNAME) or _affinity_pin(spec),
         plan_id=labels.get(PLAN_ID) or None,
         pod_set=str(labels.get(PODSET) or labels.get(KUEUE_PODSET) or DEFAULT_POD_SET),
         pod_index=int(index) if isinstance(index, str) and index.isdigit() else None,
@@ -155,6 +174,10 @@ class NodeFact:
     @property
     def product(self) -> str | None:
         return self.labels.get(PRODUCT)
+
+    def pinned_here(self, pod: PodFact) -> bool:
+        """The pod's pin names this node, by name or by its hostname label."""
+        return pod.pinned_to is not None and pod.pinned_to in (self.name, self.labels.get(HOSTNAME))
 
 
 def _unhealthy(annotations: Mapping[str, Any]) -> frozenset[int]:

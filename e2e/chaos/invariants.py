@@ -17,7 +17,8 @@ once. Definitions, exactly as counted:
   allocatable it is refused there (a note, *kubelet-refused*: KWOK has no
   kubelet to refuse it) and holds nothing; else it holds its GPUs; or
 * *gpu-index*: two live, not terminating pods bound to N, each pinned to N
-  (``nodeSelector kubernetes.io/hostname=N``), carry ``optsched.io/gpus`` index
+  (``nodeSelector kubernetes.io/hostname``, or a required node affinity on the
+  hostname label or ``metadata.name``, naming N), carry ``optsched.io/gpus`` index
   lists that share an index, where each list is what optsched promised: the
   GPUs of the pod's slot (its plan id, PodSet and ``optsched.io/pod-index``)
   on N in a version of that plan's placement record seen during the soak. One
@@ -153,7 +154,7 @@ class OverCommit:
         return out
 
     def _indices(self, node: NodeFact, pods: list[PodFact]) -> list[Violation]:
-        shaped = [p for p in pods if not p.deleting and p.pinned_to == node.name and p.indices]
+        shaped = [p for p in pods if not p.deleting and node.pinned_here(p) and p.indices]
         pinned = sorted((p for p in shaped if self.records.promised(p)), key=lambda p: p.key)
         out = [_self_declared(p) for p in shaped if p.plan_id and not self.records.promised(p)]
         for i, a in enumerate(pinned):
@@ -222,10 +223,10 @@ class Escapes:
             if not pod.bound or pod.gpus <= 0 or node is None or node.capacity <= 0:
                 continue
             own = own_workload(pod, obs.workloads)
-            if own is not None and self._entitled_by(pod, own):
+            if own is not None and node.pinned_here(pod) and self._entitled_by(pod, own):
                 self._entitled.add(pod.uid)
                 continue
-            pinned_shape = pod.plan_id is not None and pod.pod_index is not None and pod.pinned_to == pod.node
+            pinned_shape = pod.plan_id is not None and pod.pod_index is not None and node.pinned_here(pod)
             if own is None and pod.queue is None and not pinned_shape:
                 continue
             suspects.add(pod.uid)
@@ -239,7 +240,7 @@ class Escapes:
     def _entitled_by(self, pod: PodFact, own: WorkloadFact) -> bool:
         for record in self.records.by_workload.get(own.uid, []):
             slot = record.slot(pod.pod_set, pod.pod_index)
-            if record.plan_id == pod.plan_id and slot and slot.node == pod.node == pod.pinned_to:
+            if record.plan_id == pod.plan_id and slot and slot.node == pod.node:
                 return True
         return False
 

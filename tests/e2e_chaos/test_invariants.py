@@ -185,3 +185,15 @@ def test_a_pod_entitled_by_an_earlier_record_stays_entitled_after_a_replan() -> 
             rule.escape(observe(t, pods=[running], nodes=[node("n1"), node("n2")], workloads=[replanned]))
             == []
         )
+
+
+def test_a_pin_by_node_affinity_on_the_node_name_entitles_like_a_hostname_selector() -> None:
+    own = workload("w", owner="job-w", plan="p1", slots=[(0, "n1", [0])], admitted=True)
+    running = pod("w-0", node="n1", gpus=1, indices="0", plan="p1", index=0, owner="job-w")
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+    running["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    rule = Judge()
+    for t in (1, 5):
+        assert rule.escape(observe(t, pods=[running], nodes=[node("n1")], workloads=[own])) == []
