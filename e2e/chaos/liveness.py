@@ -21,12 +21,14 @@ without interruption, either
   already holds a quota reservation).
 
 **L, lost.** A workload the soak submitted (tenants' own aside) is lost when,
-after it *started* (Admitted with all its admitted pods bound or done), it is
-killed: its Job Failed, its Workload Finished with reason ``Failed``, or,
+after it *started* (Admitted with all its admitted pods bound or done at
+once), it is killed: its Job Failed, its Workload Finished with reason ``Failed``, or,
 while not Finished, it is evicted or no longer Admitted at two observations
 in a row; unless Kueue preempted it (its Evicted reason is ``Preempted`` or
 its Preempted condition was seen) or one of the nodes its pods ran on was
-deleted by a fault.
+deleted by a fault. A workload killed so with some of its pods running but
+not yet all (a gang re-planned before it was whole) is a note
+(*killed-before-complete*), not counted.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class Tracked:
 class _State:
     waiting_since: dict[str, float] = field(default_factory=dict)
     started_on: set[str] | None = None
+    """Nodes its pods ran on since it was admitted with at least one pod bound; None before."""
+    complete: bool = False
+    """All its admitted pods were bound (or done) at once, at some observation of this admission."""
     preempted: bool = False
     gone_once: bool = False
 
@@ -177,15 +182,12 @@ class Liveness:
         deleted_nodes: frozenset[str],
     ) -> list[Violation]:
         expected = workload.admitted_pods if workload.admitted_pods is not None else tracked.demand.pods
-        if (
-            state.started_on is None
-            and workload.admitted
-            and not workload.finished
-            and placed(pods) >= expected
-        ):
+        running = workload.admitted and not workload.finished
+        if state.started_on is None and running and any(p.bound for p in pods):
             state.started_on = set()
         if state.started_on is None:
             return []
+        state.complete |= running and placed(pods) >= expected
         state.started_on |= {p.node for p in pods if p.node}
         state.preempted |= workload.preempted
         failed = workload.finished == "Failed" or tracked.owner_uid in obs.failed_jobs
@@ -194,11 +196,22 @@ class Liveness:
         state.gone_once = gone
         if not (failed or confirmed):
             return []
-        nodes, preempted = state.started_on, state.preempted
-        state.started_on, state.preempted, state.gone_once = None, False, False
+        nodes, preempted, complete = state.started_on, state.preempted, state.complete
+        state.started_on, state.complete, state.preempted, state.gone_once = None, False, False, False
         if preempted or nodes & deleted_nodes:
             return []
         how = "its Job failed" if failed else f"evicted ({workload.evicted or 'no longer admitted'})"
+        if not complete:
+            return [
+                Violation(
+                    "N",
+                    "killed-before-complete",
+                    f"killed-before-complete:{workload.uid}:{obs.at}",
+                    f"{tracked.kind} workload {workload.key} ({tracked.actor}) had pods running on "
+                    f"{sorted(nodes)} but not all of them yet, and {how}; not preempted, no node deleted",
+                    (f"workload/{workload.key}",),
+                )
+            ]
         return [
             Violation(
                 "L",

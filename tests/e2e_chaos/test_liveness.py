@@ -147,9 +147,11 @@ def test_a_failed_job_after_it_ran_is_lost_and_a_finished_one_is_not() -> None:
     assert [v.rule for v in found] == ["killed"]
 
 
-def test_a_workload_evicted_before_all_its_pods_bound_is_replanned_not_lost() -> None:
+def test_a_workload_evicted_before_any_pod_bound_is_replanned_and_nothing_else() -> None:
     rule = checker()
-    rule.observe(observe(0, **admitted_with_one_pod_gated()), 0, frozenset())
+    gated = admitted_with_one_pod_gated()
+    gated["pods"] = gated["pods"][1:]
+    rule.observe(observe(0, **gated), 0, frozenset())
     for t in (2, 4):
         assert rule.observe(observe(t, **evicted("AdmissionCheck")), 0, frozenset()) == []
 
@@ -163,3 +165,11 @@ def test_a_workload_refused_by_our_check_is_a_decision_not_a_stall() -> None:
     assert [(v.kind, v.rule) for v in noted] == [("N", "refused")] and "fits now: True" in noted[0].message
     assert rule.observe(observe(300, **state), 0, frozenset()) == []
     assert rule.phases() == {"rejected": 1}
+
+
+def test_a_workload_killed_before_all_its_pods_ran_is_a_note_not_a_loss() -> None:
+    rule = checker()
+    rule.observe(observe(0, **admitted_with_one_pod_gated()), 0, frozenset())
+    rule.observe(observe(2, **evicted("AdmissionCheck")), 0, frozenset())
+    found = rule.observe(observe(4, **evicted("AdmissionCheck")), 0, frozenset())
+    assert [(v.kind, v.rule) for v in found] == [("N", "killed-before-complete")]
