@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import fcntl
 import functools
 import json
@@ -433,6 +434,58 @@ def _down(sdir: Path, quiet: bool = False) -> list[str]:
     if state.exists():
         state.unlink()
     return stopped
+
+
+def restart_component(name: str, *, down_seconds: float = 0.0, timeout: float = 120.0) -> float:
+    """Stop one component of the running cluster and start it again with the same command line.
+
+    For fault injection (the chaos soak): the process group gets SIGTERM
+    (SIGKILL after 10 s), stays down ``down_seconds``, then runs again from
+    the command line it had, logging to the same file and keeping its place in
+    ``pids.json`` so ``down`` stops it as before. For kube-apiserver this waits
+    until ``/readyz`` answers; returns the seconds from the stop until then.
+    """
+    sdir = state_dir()
+    with _lock(sdir):
+        ps = ProcessSet.load(sdir)
+        proc = next((p for p in ps.procs if p.name == name), None)
+        if proc is None:
+            raise ComponentError(name, f"not a component of the cluster in {sdir}")
+        argv = [a.decode() for a in Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0") if a]
+        started = time.monotonic()
+        _stop_group(proc.pid, 10.0)
+        time.sleep(down_seconds)
+        place = ps.procs.index(proc)
+        ps.procs.remove(proc)
+        ps.start(name, argv, Path(proc.log))
+        ps.procs.insert(place, ps.procs.pop())
+        ps._save()
+    if name == "kube-apiserver":
+        with Kube.from_kubeconfig(sdir / "kubeconfig") as kube:
+            _healthy(ps, name, Path(proc.log), lambda: kube.request("GET", "/readyz") == "ok", timeout)
+    return time.monotonic() - started
+
+
+def _stop_group(pid: int, grace: float) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+                return
+            time.sleep(0.1)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def status() -> int:
