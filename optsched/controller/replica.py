@@ -33,17 +33,19 @@ from optsched.controller.scrape_auth import ScrapeAuth
 from optsched.controller.serving_certs import ServingCertificates
 from optsched.controller.webhook_server import WebhookServer
 from optsched.errors import InputError
-from optsched.kube.client import Client
+from optsched.kube.client import Client, Unreachable
 
 log = logging.getLogger("optsched.run")
 
+CONNECT_PATIENCE_S = 120.0
+"""How long a starting replica waits for an API server that does not answer before it gives up."""
 WITHDRAW_TIMEOUT_S = 10.0
 """At most this long (after waiting for a handover) is spent on shutdown setting our checks inactive."""
 
 
 async def run_replica(kubeconfig: str | None, replica: Replica) -> int:
     """Run until SIGINT/SIGTERM (or one cycle); the process exit code."""
-    client = await Client.connect(kubeconfig, request_timeout=replica.request_timeout)
+    client = await _connect(kubeconfig, replica)
     metrics = Metrics()
     heartbeat = Heartbeat(liveness_bound(replica.options, replica.settings, replica.request_timeout))
     endpoint = None
@@ -118,6 +120,22 @@ async def _withdraw_if_last(controller: Controller, elector: LeaderElector | Non
             await controller.checks.withdraw()
     except TimeoutError:
         log.warning("shutdown: our AdmissionChecks could not be set inactive in time")
+
+
+async def _connect(kubeconfig: str | None, replica: Replica) -> Client:
+    """Connect, waiting out an API server that does not answer yet (a restart) for up to
+    :data:`CONNECT_PATIENCE_S`; a kubeconfig that cannot be used fails at once."""
+    deadline = asyncio.get_running_loop().time() + CONNECT_PATIENCE_S
+    backoff = 1.0
+    while True:
+        try:
+            return await Client.connect(kubeconfig, request_timeout=replica.request_timeout)
+        except Unreachable as exc:
+            if asyncio.get_running_loop().time() + backoff > deadline:
+                raise
+            log.warning("%s; trying again in %.0fs", exc, backoff)
+        await asyncio.sleep(backoff)
+        backoff = min(backoff * 2, 15.0)
 
 
 def _leadership(elector: LeaderElector | None, metrics: Metrics) -> Callable[[], bool]:

@@ -21,6 +21,7 @@ from optsched.errors import InputError
 from optsched.kueue import workload_status as ks
 from optsched.model.names import (
     COMPLETION_INDEX_LABEL,
+    GPUS_ANNOTATION,
     KUEUE_JOB_UID_LABEL,
     KUEUE_PODSET_LABEL,
     KUEUE_QUEUE_NAME_LABEL,
@@ -136,6 +137,7 @@ def read_workload(
             problem = str(exc)
         except (TypeError, AttributeError, ValueError) as exc:
             problem = f"{ks.key_of(obj)}: unreadable ({exc})"
+    problem = problem or _template_problem(obj)
     record, record_problem = _record(obj)
     status = ks.map_or_empty(obj.get("status"))
     entries = ks.check_entries(obj, check_names)
@@ -176,6 +178,25 @@ def _record(obj: dict[str, Any]) -> tuple[PlacementRecord | None, str | None]:
     if record is not None and not record.verified(str(ks.meta(obj).get("uid", ""))):
         return None, f"annotation {PLACEMENT_ANNOTATION} was changed: its plan id does not match its slots"
     return record, None
+
+
+OPTSCHED_POD_ANNOTATIONS = (GPUS_ANNOTATION, POD_INDEX_ANNOTATION)
+"""Written by optsched when it pins a pod; the shipped policy refuses pods created with them."""
+
+
+def _template_problem(obj: Mapping[str, Any]) -> str | None:
+    """A PodSet whose template carries optsched's own pod annotations: its pods could never be created."""
+    for i, pod_set in enumerate(ks.list_or_empty(ks.map_or_empty(obj.get("spec")).get("podSets"))):
+        template = ks.map_or_empty(ks.map_or_empty(pod_set).get("template"))
+        annotations = ks.map_or_empty(ks.meta(template).get("annotations"))
+        found = [k for k in OPTSCHED_POD_ANNOTATIONS if k in annotations]
+        if found:
+            return (
+                f"{ks.key_of(obj)}: field spec.podSets[{i}].template.metadata.annotations: "
+                f"{', '.join(found)} may only be written by optsched when it pins a pod; "
+                "remove them from the pod template"
+            )
+    return None
 
 
 def _count(raw: Any) -> int:

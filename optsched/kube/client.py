@@ -114,6 +114,11 @@ def _api_error(exc: Exception) -> ApiError | None:
     return None
 
 
+class Unreachable(InputError):
+    """The kubeconfig is usable but the API server did not answer (a restart, a network fault):
+    a long-running caller may try again, a one-shot verb reports it."""
+
+
 def _base(api_version: str) -> str:
     return "/api" if "/" not in api_version else "/apis"
 
@@ -154,11 +159,11 @@ class Client:
             async with asyncio.timeout(request_timeout):
                 api = await kr8s.asyncio.api(kubeconfig=kubeconfig)
         except TimeoutError as exc:
-            raise InputError(
+            raise Unreachable(
                 f"cannot reach the API server: no answer within {request_timeout:g}s", source=source
             ) from exc
         except (httpx.HTTPError, OSError) as exc:
-            raise InputError(f"cannot reach the API server: {one_line(exc)}", source=source) from exc
+            raise Unreachable(f"cannot reach the API server: {one_line(exc)}", source=source) from exc
         except Exception as exc:
             raise InputError(f"cannot load kubeconfig: {one_line(exc)}", source=source) from exc
         api.timeout = httpx.Timeout(request_timeout)

@@ -206,3 +206,13 @@ def test_a_placement_too_large_for_an_annotation_is_rejected_not_retried_forever
     )
     [action] = decide(inp, Plan(status=PlanStatus.OPTIMAL, workloads=[decision]), now=NOW).actions
     assert action.kind == ActionKind.REJECT and "annotation may hold" in action.check.message
+
+
+def test_a_workload_whose_template_carries_optscheds_pod_annotations_is_rejected():
+    forged = o.workload("forged", gpus=8)
+    forged["spec"]["podSets"][0]["template"]["metadata"] = {"annotations": {"optsched.io/gpus": "0,1"}}
+    inp = build_input([*o.base_objects(o.node("n1")), forged], ["optsched"])
+    assert inp.snapshot.workloads == ()
+    [action] = decide(inp, None, now=NOW).actions
+    assert action.kind == ActionKind.REJECT
+    assert "spec.podSets[0].template.metadata.annotations" in action.check.message

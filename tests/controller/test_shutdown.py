@@ -67,3 +67,45 @@ def test_the_last_replica_leaving_withdraws_our_checks() -> None:
 
 def test_a_replica_handing_over_leaves_our_checks_active() -> None:
     assert shutdown(other_takes_over=True) == []
+
+
+def test_a_starting_replica_waits_out_an_api_server_that_does_not_answer_yet(monkeypatch) -> None:
+    import asyncio as aio
+
+    from optsched.controller import replica as replica_module
+    from optsched.controller.options import Replica
+    from optsched.kube.client import Client, Unreachable
+
+    calls: list[int] = []
+
+    async def connect(kubeconfig, *, request_timeout):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) < 3:
+            raise Unreachable("cannot reach the API server: 500 Internal Server Error", source="kc")
+        return "client"
+
+    async def no_sleep(seconds: float) -> None:
+        return None
+
+    monkeypatch.setattr(Client, "connect", staticmethod(connect))
+    monkeypatch.setattr(replica_module.asyncio, "sleep", no_sleep)
+    got = aio.run(replica_module._connect("kc", Replica(identity="r")))
+    assert got == "client" and len(calls) == 3
+
+
+def test_a_kubeconfig_that_cannot_be_used_fails_at_once(monkeypatch) -> None:
+    import asyncio as aio
+
+    import pytest
+
+    from optsched.controller import replica as replica_module
+    from optsched.controller.options import Replica
+    from optsched.errors import InputError
+    from optsched.kube.client import Client
+
+    async def connect(kubeconfig, *, request_timeout):  # type: ignore[no-untyped-def]
+        raise InputError("cannot load kubeconfig: bad", source="kc")
+
+    monkeypatch.setattr(Client, "connect", staticmethod(connect))
+    with pytest.raises(InputError, match="cannot load kubeconfig"):
+        aio.run(replica_module._connect("kc", Replica(identity="r")))
