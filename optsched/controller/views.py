@@ -22,7 +22,6 @@ from optsched.kueue import workload_status as ks
 from optsched.model.names import (
     COMPLETION_INDEX_LABEL,
     GPUS_ANNOTATION,
-    KUEUE_JOB_UID_LABEL,
     KUEUE_PODSET_LABEL,
     KUEUE_QUEUE_NAME_LABEL,
     PINNED_AT_ANNOTATION,
@@ -156,7 +155,7 @@ def read_workload(
         workload=workload,
         spec_problem=problem,
         record_problem=record_problem,
-        owners=owners_of(obj),
+        owners=ks.owners_of(obj),
         owner_kinds=frozenset(
             str(r.get("kind", "")) for r in ks.list_or_empty(m.get("ownerReferences")) if isinstance(r, dict)
         ),
@@ -209,22 +208,6 @@ def _topology_assigned(status: Mapping[str, Any]) -> bool:
         isinstance(a, dict) and a.get("topologyAssignment")
         for a in ks.list_or_empty(admission.get("podSetAssignments"))
     )
-
-
-def owners_of(obj: Mapping[str, Any]) -> frozenset[str]:
-    """Owner uids and ``Kind/name``s of an object, and the Job uid Kueue labels a Workload with."""
-    m = ks.meta(obj)
-    out: set[str] = set()
-    for ref in ks.list_or_empty(m.get("ownerReferences")):
-        if isinstance(ref, dict):
-            if ref.get("uid"):
-                out.add(str(ref["uid"]))
-            if ref.get("kind") and ref.get("name"):
-                out.add(f"{ref['kind']}/{ref['name']}")
-    job_uid = ks.map_or_empty(m.get("labels")).get(KUEUE_JOB_UID_LABEL)
-    if job_uid:
-        out.add(str(job_uid))
-    return frozenset(out)
 
 
 @dataclass(frozen=True)
@@ -305,7 +288,7 @@ def read_pod(obj: Mapping[str, Any]) -> PodView:
         deleting=bool(m.get("deletionTimestamp")),
         gates=tuple(str(g.get("name")) for g in gates or () if isinstance(g, dict)),
         uid=str(m.get("uid", "")),
-        owners=owners_of(obj),
+        owners=ks.owners_of(obj),
         queue_name=str(labels[KUEUE_QUEUE_NAME_LABEL]) if labels.get(KUEUE_QUEUE_NAME_LABEL) else None,
         unschedulable_since=_unschedulable_since(obj),
         pinned_at=ks.parse_time(annotations.get(PINNED_AT_ANNOTATION)),

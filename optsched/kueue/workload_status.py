@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from optsched.model.names import KUEUE_JOB_UID_LABEL
 from optsched.model.snapshot import CheckState, QuotaReservation
 
 
@@ -105,10 +106,20 @@ def check_entries(workload: Mapping[str, Any], check_names: Iterable[str]) -> tu
     )
 
 
-def check_entry(workload: Mapping[str, Any], check_names: Iterable[str]) -> CheckEntry | None:
-    """The first entry among ``check_names`` (a workload normally carries one of ours)."""
-    entries = check_entries(workload, check_names)
-    return entries[0] if entries else None
+def owners_of(obj: Mapping[str, Any]) -> frozenset[str]:
+    """Owner uids and ``Kind/name``s of an object, and the Job uid Kueue labels a Workload with."""
+    m = meta(obj)
+    out: set[str] = set()
+    for ref in list_or_empty(m.get("ownerReferences")):
+        if isinstance(ref, dict):
+            if ref.get("uid"):
+                out.add(str(ref["uid"]))
+            if ref.get("kind") and ref.get("name"):
+                out.add(f"{ref['kind']}/{ref['name']}")
+    job_uid = map_or_empty(m.get("labels")).get(KUEUE_JOB_UID_LABEL)
+    if job_uid:
+        out.add(str(job_uid))
+    return frozenset(out)
 
 
 def check_states(workload: Mapping[str, Any]) -> dict[str, CheckState]:

@@ -27,7 +27,6 @@ from optsched.kueue.quota import pod_quota_amounts
 from optsched.kueue.topology_assignment import read_topology_assignment
 from optsched.kueue.workload_status import list_or_empty, map_or_empty
 from optsched.model.admitted import AdmittedWorkload, PodSetAdmission, TopologyAssignment
-from optsched.model.names import KUEUE_JOB_UID_LABEL
 from optsched.model.snapshot import PodRequest
 from optsched.snapshot.kueue_objects import parse_workload
 from optsched.snapshot.quantity import MIB, parse_quantity
@@ -86,7 +85,7 @@ def _admitted(obj: dict[str, Any], notes: list[str]) -> AdmittedWorkload | None:
         cluster_queue=cluster_queue,
         running=running,
         pod_sets=tuple(pod_sets),
-        owners=_owners(obj),
+        owners=ws.owners_of(obj),
         plan_id=record.plan_id if record is not None else None,
     )
 
@@ -221,19 +220,3 @@ def _reclaimed(obj: dict[str, Any]) -> dict[str, int]:
         if isinstance(raw, dict) and _count(raw.get("count")) is not None:
             out[str(raw.get("name") or "main")] = raw["count"]
     return out
-
-
-def _owners(obj: dict[str, Any]) -> frozenset[str]:
-    """Owner uids and ``Kind/name``s (and the Job uid Kueue labels the Workload with)."""
-    meta = ws.meta(obj)
-    out: set[str] = set()
-    for ref in list_or_empty(meta.get("ownerReferences")):
-        if isinstance(ref, dict):
-            if ref.get("uid"):
-                out.add(str(ref["uid"]))
-            if ref.get("kind") and ref.get("name"):
-                out.add(f"{ref['kind']}/{ref['name']}")
-    job_uid = map_or_empty(meta.get("labels")).get(KUEUE_JOB_UID_LABEL)
-    if job_uid:
-        out.add(str(job_uid))
-    return frozenset(out)
