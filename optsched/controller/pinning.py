@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.controller.views import PodView, WorkloadView, belongs
+from optsched.controller.views import PodView, WorkloadView, belongs, pod_set_in
 from optsched.kueue import workload_status as ks
 from optsched.kueue.managed_queues import ManagedQueues
 from optsched.model.names import (
@@ -120,9 +120,7 @@ def _groups(
                 )
             continue
         record = view.record
-        pod_set = pod.pod_set
-        if pod_set is None and len(record.pod_sets) == 1:
-            pod_set = next(iter(record.pod_sets))
+        pod_set = pod_set_in(pod, record)
         if pod_set is None or pod_set not in record.pod_sets:
             if pod.gated_by_us:
                 waiting.append(f"{pod.key}: PodSet {pod_set!r} is not in placement {pod.plan_id}")

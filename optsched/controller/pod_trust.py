@@ -17,7 +17,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from optsched.controller.views import PodView, WorkloadView, belongs, read_pod
+from optsched.controller.views import PodView, WorkloadView, belongs, pod_set_in, read_pod
 from optsched.kueue import workload_status as ks
 from optsched.model.names import GPUS_ANNOTATION, POD_INDEX_ANNOTATION
 from optsched.model.placement import PodPlacement
@@ -30,10 +30,8 @@ def recorded_slot(pod: PodView, view: WorkloadView) -> PodPlacement | None:
     record = view.record
     if record is None or pod.slot_index is None or not belongs(pod, view):
         return None
-    pod_set = pod.pod_set
-    if pod_set is None and len(record.pod_sets) == 1:
-        pod_set = next(iter(record.pod_sets))
-    return next((s for s in record.slots(pod_set or "") if s.index == pod.slot_index), None)
+    pod_set = pod_set_in(pod, record) or ""
+    return next((s for s in record.slots(pod_set) if s.index == pod.slot_index), None)
 
 
 def _trusted_annotations(annotations: Mapping[str, Any], slot: PodPlacement | None) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from optsched.controller.actions import ActionKind, Facts, WorkloadAction, actio
 from optsched.controller.events import EventReason
 from optsched.controller.inputs import NodePresence
 from optsched.controller.records import PlacementRecord
-from optsched.controller.views import PodView, WorkloadView, pods_of
+from optsched.controller.views import PodView, WorkloadView, pod_set_in, pods_of
 from optsched.kueue import workload_status as ks
 from optsched.kueue.workload_status import CheckEntry
 from optsched.model.events import EventType
@@ -101,9 +101,9 @@ def lost_nodes(
     record: PlacementRecord, pods: Iterable[PodView], present: Mapping[str, NodePresence]
 ) -> list[str]:
     """Nodes of not-yet-bound slots that are gone, NotReady or cordoned."""
-    bound = {(p.pod_set, p.slot_index) for p in pods if p.node is not None and p.slot_index is not None}
-    single = next(iter(record.pod_sets)) if len(record.pod_sets) == 1 else None
-    bound |= {(single, index) for pod_set, index in bound if pod_set is None and single is not None}
+    bound = {
+        (pod_set_in(p, record), p.slot_index) for p in pods if p.node is not None and p.slot_index is not None
+    }
     lost = set()
     for pod_set, slots in record.pod_sets.items():
         for slot in slots:

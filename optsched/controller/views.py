@@ -317,6 +317,13 @@ def belongs(pod: PodView, view: WorkloadView) -> bool:
     return pod.uid in view.owners or f"Pod/{pod.name}" in view.owners or bool(pod.owners & view.owners)
 
 
+def pod_set_in(pod: PodView, record: PlacementRecord) -> str | None:
+    """The pod's PodSet in ``record``: its label, else the record's only PodSet (None if neither)."""
+    if pod.pod_set is None and len(record.pod_sets) == 1:
+        return next(iter(record.pod_sets))
+    return pod.pod_set
+
+
 def pods_of(view: WorkloadView, pods: Mapping[tuple[str, str], Sequence[PodView]]) -> list[PodView]:
     """The workload's pods among ``pods`` (as :func:`by_plan` groups them)."""
     if view.record is None:
