@@ -41,6 +41,18 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 
+# -- Dynamic Resource Allocation (Kubernetes) and NVIDIA's DRA driver -----------------------------
+
+RESOURCE_GROUP = "resource.k8s.io"
+RESOURCE_VERSION = "v1"
+RESOURCE_API = f"{RESOURCE_GROUP}/{RESOURCE_VERSION}"
+DRA_GPU_DRIVER = "gpu.nvidia.com"
+"""NVIDIA's DRA driver: one ResourceSlice pool per node, devices named ``gpu-<minor>``."""
+DRA_GPU_DEVICE_CLASS = "gpu.nvidia.com"
+"""The DeviceClass of whole GPUs NVIDIA's DRA driver installs."""
+DRA_UUID_ATTRIBUTE = "uuid"
+"""A GPU's UUID among its device attributes (qualified: ``gpu.nvidia.com/uuid``)."""
+
 # -- Kueue ----------------------------------------------------------------------------------------
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -118,3 +130,13 @@ POD_INDEX_ANNOTATION = "optsched.io/pod-index"
 """On a pinned pod: which entry of its PodSet's placement it took (makes re-pinning impossible)."""
 GPUS_ANNOTATION = "optsched.io/gpus"
 """On a pinned pod: the GPU indices the plan gave it (``"0,1"``)."""
+GPU_UUIDS_ANNOTATION = "optsched.io/gpu-uuids"
+"""On a pinned pod: the GPU UUIDs the plan gave it (``"GPU-...,GPU-..."``), where the node names them."""
+CLAIM_PREFIX = "optsched-"
+"""Every ResourceClaim optsched creates is named with this prefix; a pod naming one at creation is refused."""
+POD_CLAIM_NAME = "optsched-gpus"
+"""The entry of a pod's ``spec.resourceClaims`` that holds the GPUs optsched planned for it."""
+CLAIM_PLAN_LABEL = "optsched.io/plan-id"
+"""On an optsched ResourceClaim: the plan id of its workload (as on its pods)."""
+CLAIM_SLOT_ANNOTATION = "optsched.io/slot"
+"""On an optsched ResourceClaim: ``<PodSet>/<index>``, the placement slot whose devices it selects."""

@@ -12,20 +12,42 @@ A :class:`Placement` is what a policy decides;
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 
+class Enforcement(StrEnum):
+    """What makes a pod's container get the GPUs its plan names.
+
+    ``dra``: a ResourceClaim selects exactly those devices by UUID and
+    kube-scheduler's DRA allocator can allocate nothing else (it fails
+    closed). ``predicted``: a device-plugin node, where the plan is what
+    NVIDIA's best-effort allocator will pick on the node's free GPUs, checked
+    by the node agent's read-back. ``none``: the node is pinned, the GPUs are
+    left to the node (shares, MIG slices, GPUs of unknown index, HAMi).
+    """
+
+    DRA = "dra"
+    PREDICTED = "predicted"
+    NONE = "none"
+
+
 class PodPlacement(BaseModel):
-    """One planned pod: its index inside its PodSet, its node and its GPU indices."""
+    """One planned pod: its index inside its PodSet, its node, its GPUs and how they are enforced."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid")
 
     index: int = Field(ge=0)
     node: str = Field(min_length=1)
     gpus: tuple[int, ...] | None = None
-    """GPU indices; ``None`` where the node's free indices are not known (left to the node)."""
+    """GPU indices (for display, and on device-plugin nodes); ``None`` where the node's free indices are
+    not known (left to the node)."""
+    gpu_uuids: tuple[str, ...] | None = Field(default=None, alias="gpuUUIDs")
+    """The same GPUs by UUID, in the order of ``gpus``, where the node names its GPUs' UUIDs."""
+    enforcement: Enforcement | None = None
+    """How the GPUs are enforced; ``None`` before the plan is built (a policy's raw placement)."""
 
 
 @dataclass

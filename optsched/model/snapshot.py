@@ -33,6 +33,7 @@ __all__ = [
     "ClusterQueue",
     "FlavorQuota",
     "Frozen",
+    "GpuMode",
     "HeldWorkload",
     "LeftOut",
     "LocalQueue",
@@ -52,6 +53,21 @@ __all__ = [
     "Topology",
     "Workload",
 ]
+
+
+class GpuMode(StrEnum):
+    """How a node's GPUs are handed to containers, detected from the cluster.
+
+    ``dra``: a ResourceSlice of NVIDIA's DRA driver (``gpu.nvidia.com``) names
+    the node; its GPUs, UUIDs and memory come from the slice, and per-pod
+    ResourceClaims pin exact devices. ``device-plugin``: NVIDIA's device plugin
+    advertises ``nvidia.com/gpu`` in the node's allocatable and picks devices
+    itself (optsched predicts its choice).
+    """
+
+    DRA = "dra"
+    DEVICE_PLUGIN = "device-plugin"
+
 
 FULL_GPU_MILLI = 1000
 """A whole GPU in the planner's unit of GPU compute (thousandths of a GPU)."""
@@ -81,6 +97,8 @@ class Node(Frozen):
     """GPU UUID per index, where the node says (HAMi's register annotation)."""
     hami: bool = False
     """HAMi's device plugin runs here: GPUs and the devices pods hold come from HAMi's annotations."""
+    gpu_mode: GpuMode = GpuMode.DEVICE_PLUGIN
+    """How containers get their GPUs here (see :class:`GpuMode`)."""
 
     def island_of(self, gpu: int) -> int:
         """Index of the NVLink island holding ``gpu`` (each GPU alone if none are declared)."""
