@@ -65,9 +65,16 @@ def plan_id_of(uid: str, pod_sets: Iterable[tuple[str, Iterable[PodPlacement]]])
     record instead of producing a second one; canonical (PodSets and slots
     sorted) so a reader can recompute it; a label value (<= 63 chars).
     """
-    slots = sorted((name, sorted((p.index, p.node, p.gpus or ()) for p in pods)) for name, pods in pod_sets)
+    slots = sorted((name, sorted(_slot_key(p) for p in pods)) for name, pods in pod_sets)
     digest = hashlib.sha256(json.dumps([PLAN_ID_SCHEME, uid, slots]).encode()).hexdigest()
     return PLAN_ID_SCHEME + digest[:20]
+
+
+def _slot_key(pod: PodPlacement) -> tuple[object, ...]:
+    """What of a slot its plan id covers: index, node, GPU indices, and the GPU UUIDs where it names them
+    (the devices a ResourceClaim will select); ids of slots without UUIDs are as before."""
+    key: tuple[object, ...] = (pod.index, pod.node, pod.gpus or ())
+    return (*key, pod.gpu_uuids) if pod.gpu_uuids is not None else key
 
 
 class PlacementRecord(_Record):

@@ -92,3 +92,15 @@ def test_ids_of_another_scheme_are_trusted_and_this_schemes_are_verified():
     assert PlacementRecord(plan_id="3f9c0a", pod_sets={"main": slots}).verified("u")
     assert PlacementRecord(plan_id="v3-abc", pod_sets={"main": slots}).verified("u")
     assert not PlacementRecord(plan_id="v2-abc", pod_sets={"main": slots}).verified("u")
+
+
+def test_the_plan_id_covers_gpu_uuids_only_where_a_slot_names_them():
+    from optsched.kueue.placement_record import plan_id_of
+
+    plain = (PodPlacement(index=0, node="n1", gpus=(0, 1)),)
+    named = (PodPlacement(index=0, node="n1", gpus=(0, 1), gpu_uuids=("GPU-a", "GPU-b")),)
+    other = (PodPlacement(index=0, node="n1", gpus=(0, 1), gpu_uuids=("GPU-a", "GPU-c")),)
+    assert plan_id_of("u", [("main", plain)]) != plan_id_of("u", [("main", named)])
+    record = PlacementRecord(plan_id=plan_id_of("u", [("main", named)]), pod_sets={"main": named})
+    assert record.verified("u")
+    assert not record.model_copy(update={"pod_sets": {"main": other}}).verified("u")
