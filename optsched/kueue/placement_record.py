@@ -111,7 +111,8 @@ class RecordError(ValueError):
     """The annotation is present but unusable; the message says why."""
 
 
-_SLOT_FIELDS = frozenset({"index", "node", "gpus"})
+_SLOT_FIELDS = frozenset(field.alias or name for name, field in PodPlacement.model_fields.items())
+"""A slot's fields as written (``index``, ``node``, ``gpus``, ``gpuUUIDs``, ...)."""
 
 
 def _known_slot_fields(data: Any) -> Any:

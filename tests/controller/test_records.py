@@ -104,3 +104,11 @@ def test_the_plan_id_covers_gpu_uuids_only_where_a_slot_names_them():
     record = PlacementRecord(plan_id=plan_id_of("u", [("main", named)]), pod_sets={"main": named})
     assert record.verified("u")
     assert not record.model_copy(update={"pod_sets": {"main": other}}).verified("u")
+
+
+def test_a_slots_uuids_and_enforcement_survive_the_annotation():
+    from optsched.model.placement import Enforcement
+
+    slot = PodPlacement(index=0, node="n1", gpus=(0,), gpu_uuids=("GPU-a",), enforcement=Enforcement.DRA)
+    record = PlacementRecord(plan_id="p", pod_sets={"main": (slot,)})
+    assert record_of({"metadata": {"annotations": {PLACEMENT_ANNOTATION: record.to_annotation()}}}) == record
