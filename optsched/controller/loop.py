@@ -227,6 +227,7 @@ class Controller:
                 policy=self.options.policy,
                 reports=self._new(inp.reports),
                 planned=not errors,
+                claim_conflicts=self.actor.claims.conflicts,
             )
         result = CycleResult(plan=plan, decisions=decisions, reports=len(inp.reports), errors=errors)
         if not self.is_leader():

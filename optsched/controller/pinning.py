@@ -19,6 +19,11 @@ node's own hostname label, which may differ from its name; allowed on a
 gated pod), the GPU and index annotations, and drops our gate; a concurrent
 change makes it fail with 409 and the pin is retried on a fresh read.
 
+A pod whose GPUs the webhook moved onto an optsched ResourceClaim (DRA
+mode) is pinned with the claim its slot needs (:class:`~optsched.controller.claims.ClaimPlan`),
+created before the pod is ungated; an indexed one waits when the slot of its
+index is taken, since its claim is named after that index.
+
 Pods of pod-based integrations are gated at creation by their queue name,
 before anyone knows whether the queue is ours; once it is known not to be,
 :func:`ungates_for` lifts our gate and changes nothing else.
