@@ -11,6 +11,9 @@ next cycle, and a pin that meets a changed pod is retried at once on a fresh
 read (``on_conflict``). Leadership is checked before every write, so a
 replica that lost the Lease mid-cycle stops writing.
 
+A pod on a DRA node gets its ResourceClaim created first
+(:mod:`optsched.controller.claim_writes`), then its pin.
+
 A slot pinned recently is claimed in memory for the pod it went to, so a
 pass working from an older pod list never pins a second pod to it before
 the first pin shows in the list.
@@ -24,6 +27,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from optsched.controller.claim_writes import ClaimWriter, WriterApi
+from optsched.controller.claims import ClaimVerdict
 from optsched.controller.clock import Clock
 from optsched.controller.decide import ActionKind, Decisions, WorkloadAction
 from optsched.controller.metrics import Metrics
@@ -71,6 +76,8 @@ class Actor:
         self.on_conflict = on_conflict
         self._pin_lock = asyncio.Lock()
         """A cycle's pins and a pin pass's never interleave: each matched pods to slots on its own read."""
+        self.claims = ClaimWriter(WriterApi(writer), metrics)
+        """Creates the ResourceClaim of a DRA pin before the pod is ungated."""
         self._claimed: dict[tuple[str, str, str, int], tuple[str, float]] = {}
         """Slot (namespace, plan id, PodSet, index) -> the pod pinned to it and when (monotonic)."""
 
@@ -140,6 +147,13 @@ class Actor:
         if not self.is_leader():
             return Outcome()
         try:
+            if pin.claim is not None:
+                made = await self.claims.ensure(pin.claim)
+                if not made.ready:
+                    log.info("pod %s waits for its claim (%s) %s", pin.key, made.verdict, made.error)
+                    if made.verdict in (ClaimVerdict.DELETE, ClaimVerdict.WAIT):
+                        self.on_conflict()
+                    return Outcome()
             await self.writer.patch_pod(pin.namespace, pin.name, pin.patch())
             if not pin.ungate_only:
                 self._claimed[(pin.namespace, pin.plan_id, pin.pod_set, pin.slot.index)] = (
@@ -159,12 +173,14 @@ class Actor:
             log.info("%slifted our gate from pod %s: its LocalQueue is not optsched's", self._dry, pin.key)
             return Outcome()
         self.metrics.pinned.inc()
+        self.metrics.pinned_by.labels(pin.enforcement.value).inc()
         log.info(
-            "%spinned pod %s to %s gpus %s (plan %s, %s[%d])",
+            "%spinned pod %s to %s gpus %s (%s; plan %s, %s[%d])",
             self._dry,
             pin.key,
             pin.slot.node,
             pin.slot.gpus,
+            pin.enforcement.value,
             pin.plan_id,
             pin.pod_set,
             pin.slot.index,

@@ -7,7 +7,7 @@ workloads already Ready (``repair``); the cycle's last phase (``act``) sends the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -137,6 +137,8 @@ class Facts:
     """Pods by namespace and plan id."""
     whole: bool = True
     """Every listed node is Ready, uncordoned and planned on: only then can "never fits" be believed."""
+    claim_conflicts: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, plan id) -> why a slot's ResourceClaim cannot be the slot's (DRA mode): re-plan."""
 
     @property
     def stamp(self) -> str:

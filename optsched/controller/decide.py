@@ -92,6 +92,7 @@ def decide(
     policy: DeferPolicy = Options.policy,
     reports: Iterable[Report] = (),
     planned: bool = True,
+    claim_conflicts: Mapping[tuple[str, str], str] | None = None,
 ) -> Decisions:
     """Everything this cycle writes: check updates and records, pod pins, and Events for ``reports``.
 
@@ -107,6 +108,7 @@ def decide(
         flavor_labels={f.name: f.node_labels for f in inp.snapshot.flavors},
         pods=by_plan(inp.pods),
         whole=_whole(inp),
+        claim_conflicts=claim_conflicts or {},
     )
     actions: list[WorkloadAction] = []
     if planned:

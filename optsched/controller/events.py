@@ -21,6 +21,9 @@ class EventReason(StrEnum):
     """A Ready workload's placement record is missing, unreadable or altered; it is planned again."""
     PIN_UNSCHEDULABLE = "PinnedPodUnschedulable"
     """A pinned pod could not bind to its planned node for too long; the workload is planned again."""
+    CLAIM_UNENFORCEABLE = "ClaimUnenforceable"
+    """A pod's ResourceClaim name is held by a claim allocated to other devices; the workload is planned
+    again."""
     QUOTA_LOST = "QuotaLost"
     """Our check was Ready on a workload without a quota reservation; reset to Pending."""
     REJECTED = "Rejected"

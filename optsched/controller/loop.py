@@ -43,6 +43,7 @@ from optsched.controller.act import Actor
 from optsched.controller.admission_check import AdmissionCheckReconciler
 from optsched.controller.clock import Clock, system_clock
 from optsched.controller.decide import ActionKind, Decisions, decide
+from optsched.controller.dra_index import DraIndex
 from optsched.controller.health import Heartbeat, liveness_bound
 from optsched.controller.inputs import PlanningInput, Report, build_input
 from optsched.controller.metrics import Metrics
@@ -173,8 +174,12 @@ class Controller:
         self.heartbeat = heartbeat or Heartbeat(liveness_bound(options, Settings(), client.request_timeout))
         """Beaten after every cycle and every wait; ``/healthz`` fails once it is silent too long."""
         self.triggers = Triggers(self.trigger, self.pin_trigger, self.checks.on_event)
+        self.dra_index = DraIndex()
+        """The records the webhook's DRA answer reads, fed by the Workload informer."""
+        handlers = self.triggers.handlers()
+        handlers["Workload"] = self.dra_index.chained(handlers["Workload"])
         self.cache = ClusterCache(
-            client, namespaces=options.namespaces, on_change=self.triggers.handlers(), timing=cache_timing
+            client, namespaces=options.namespaces, on_change=handlers, timing=cache_timing
         )
         """One informer per kind the snapshot reads; the read phase and the pin pass read it."""
         self._last_plan: tuple[str, Plan] | None = None
@@ -222,6 +227,7 @@ class Controller:
                 policy=self.options.policy,
                 reports=self._new(inp.reports),
                 planned=not errors,
+                claim_conflicts=self.actor.claims.conflicts,
             )
         result = CycleResult(plan=plan, decisions=decisions, reports=len(inp.reports), errors=errors)
         if not self.is_leader():

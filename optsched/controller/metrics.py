@@ -105,6 +105,25 @@ class Metrics:
         self.pinned = Counter(
             "optsched_pods_pinned", "Pods pinned to their planned node and ungated", registry=r
         )
+        self.pinned_by = Counter(
+            "optsched_pods_pinned_by_enforcement",
+            "Pods pinned, by what enforces their GPUs (dra, predicted, none)",
+            ["enforcement"],
+            registry=r,
+        )
+        self.claims_created = Counter(
+            "optsched_claims_created", "ResourceClaims created for pods on DRA nodes", registry=r
+        )
+        self.claim_conflicts = Counter(
+            "optsched_claim_conflicts",
+            "Claims found under a pod's claim name that were not its slot's, by what was done "
+            "(delete: re-created next pass, wait: being deleted, conflict: re-planned)",
+            ["outcome"],
+            registry=r,
+        )
+        self.claims_swept = Counter(
+            "optsched_claims_swept", "optsched ResourceClaims deleted because their pod was gone", registry=r
+        )
         self.assumed = Gauge(
             "optsched_assumed_pods", "Planned pods counted as usage before they bind", registry=r
         )

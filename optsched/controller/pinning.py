@@ -19,6 +19,11 @@ node's own hostname label, which may differ from its name; allowed on a
 gated pod), the GPU and index annotations, and drops our gate; a concurrent
 change makes it fail with 409 and the pin is retried on a fresh read.
 
+A pod whose GPUs the webhook moved onto an optsched ResourceClaim (DRA
+mode) is pinned with the claim its slot needs (:class:`~optsched.controller.claims.ClaimPlan`),
+created before the pod is ungated; an indexed one waits when the slot of its
+index is taken, since its claim is named after that index.
+
 Pods of pod-based integrations are gated at creation by their queue name,
 before anyone knows whether the queue is ours; once it is known not to be,
 :func:`ungates_for` lifts our gate and changes nothing else.
@@ -30,17 +35,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from optsched.controller.claims import ClaimPlan, requests_for
+from optsched.controller.dra_webhook import on_dra
 from optsched.controller.views import PodView, WorkloadView, belongs, pod_set_in
 from optsched.kueue import workload_status as ks
 from optsched.kueue.managed_queues import ManagedQueues
 from optsched.model.names import (
+    GPU_UUIDS_ANNOTATION,
     GPUS_ANNOTATION,
     HOSTNAME_LABEL,
     PINNED_AT_ANNOTATION,
     POD_INDEX_ANNOTATION,
     SCHEDULING_GATE,
 )
-from optsched.model.placement import PodPlacement
+from optsched.model.placement import Enforcement, PodPlacement
 from optsched.model.snapshot import CheckState
 
 
@@ -60,6 +68,15 @@ class PodPin:
     """Lift our gate and nothing else (a pod of a queue that is not ours)."""
     pinned_at: str = ""
     """When the pin is made (RFC 3339), written to ``optsched.io/pinned-at``."""
+    claim: ClaimPlan | None = None
+    """The ResourceClaim to create before the pod is ungated (the pod names it: DRA mode)."""
+
+    @property
+    def enforcement(self) -> Enforcement:
+        """How the pod's GPUs are enforced once it is pinned."""
+        if self.claim is not None:
+            return Enforcement.DRA
+        return Enforcement.PREDICTED if self.slot.enforcement == Enforcement.PREDICTED else Enforcement.NONE
 
     @property
     def key(self) -> str:
@@ -78,6 +95,8 @@ class PodPin:
             annotations[PINNED_AT_ANNOTATION] = self.pinned_at
         if self.slot.gpus is not None:
             annotations[GPUS_ANNOTATION] = ",".join(str(g) for g in self.slot.gpus)
+        if self.slot.gpu_uuids:
+            annotations[GPU_UUIDS_ANNOTATION] = ",".join(self.slot.gpu_uuids)
         metadata: dict[str, Any] = {"annotations": annotations}
         if self.resource_version:
             metadata["resourceVersion"] = self.resource_version
@@ -140,32 +159,71 @@ def pins_for(
     """
     groups, waiting = _groups(pods, records)
     names = hostnames or {}
-    stamp = {"pinned_at": now} if now else {}
     pins: list[PodPin] = []
     for (namespace, plan_id, pod_set), group in sorted(groups.items()):
-        record = records[(namespace, plan_id)].record
-        if record is None:  # never: _groups keeps only workloads with a record
-            continue
-        slots = {s.index: s for s in record.slots(pod_set)}
-        taken = {p.slot_index for p in group if not p.gated_by_us and p.slot_index is not None}
-        gated = sorted((p for p in group if p.gated_by_us), key=lambda p: (p.created, p.name))
-        unindexed = []
-        for pod in gated:
-            index = pod.completion_index
-            if index is not None and index in slots and index not in taken:
-                taken.add(index)
-                pins.append(_pin(pod, plan_id, pod_set, slots[index], names, **stamp))
-            else:
-                unindexed.append(pod)
-        free = [slots[i] for i in sorted(slots) if i not in taken]
-        pins += [
-            _pin(pod, plan_id, pod_set, slot, names, **stamp)
-            for pod, slot in zip(unindexed, free, strict=False)
-        ]
-        waiting += [
-            f"{p.key}: every planned slot of PodSet {pod_set} is taken" for p in unindexed[len(free) :]
-        ]
+        view = records[(namespace, plan_id)]
+        found = _pins_of_pod_set(view, pod_set, group, names, now)
+        pins += found.pins
+        waiting += found.waiting
     return PinResult(pins=tuple(pins), waiting=tuple(waiting))
+
+
+def _pins_of_pod_set(
+    view: WorkloadView, pod_set: str, group: list[PodView], names: Mapping[str, str], now: str
+) -> PinResult:
+    """Pins of one PodSet's gated pods: indexed pods to their index, the others to the lowest free slots."""
+    record = view.record
+    if record is None:  # never: _groups keeps only workloads with a record
+        return PinResult()
+    slots = {s.index: s for s in record.slots(pod_set)}
+    taken = {p.slot_index for p in group if not p.gated_by_us and p.slot_index is not None}
+    gated = sorted((p for p in group if p.gated_by_us), key=lambda p: (p.created, p.name))
+    chosen: list[tuple[PodView, PodPlacement]] = []
+    unindexed, waiting = [], []
+    for pod in gated:
+        index = pod.completion_index
+        if index is not None and index in slots and index not in taken:
+            taken.add(index)
+            chosen.append((pod, slots[index]))
+        elif index is not None and pod.claim_name:
+            waiting.append(f"{pod.key}: slot {pod_set}/{index} of its claim {pod.claim_name} is taken")
+        else:
+            unindexed.append(pod)
+    free = [slots[i] for i in sorted(slots) if i not in taken]
+    chosen += zip(unindexed, free, strict=False)
+    waiting += [f"{p.key}: every planned slot of PodSet {pod_set} is taken" for p in unindexed[len(free) :]]
+    pins = []
+    for pod, slot in chosen:
+        claim = _claim(view, pod_set, pod, slot) if pod.claim_name else None
+        if isinstance(claim, str):
+            waiting.append(f"{pod.key}: {claim}")
+            continue
+        pins.append(_pin(pod, record.plan_id, pod_set, slot, names, pinned_at=now, claim=claim))
+    return PinResult(pins=tuple(pins), waiting=tuple(waiting))
+
+
+def _claim(view: WorkloadView, pod_set: str, pod: PodView, slot: PodPlacement) -> ClaimPlan | str:
+    """The claim the pod's slot needs, or why the pod cannot be given one (it waits)."""
+    if not on_dra(slot):
+        return f"it names claim {pod.claim_name} but slot {pod_set}/{slot.index} is not on a DRA node"
+    requests = requests_for(pod.claim_containers, pod.claim_entries, view.pod_specs.get(pod_set, {}))
+    if isinstance(requests, str):
+        return requests
+    plan = ClaimPlan(
+        name=str(pod.claim_name),
+        namespace=pod.namespace,
+        plan_id=view.record.plan_id if view.record else "",
+        pod_set=pod_set,
+        slot=slot,
+        requests=requests,
+        pod_name=pod.name,
+        pod_uid=pod.uid,
+    )
+    if all(r.template is None for r in requests):
+        problem = plan.problem()
+        if problem is not None:
+            return problem
+    return plan
 
 
 def _pin(
@@ -175,6 +233,7 @@ def _pin(
     slot: PodPlacement,
     hostnames: Mapping[str, str],
     pinned_at: str = "",
+    claim: ClaimPlan | None = None,
 ) -> PodPin:
     return PodPin(
         namespace=pod.namespace,
@@ -186,6 +245,7 @@ def _pin(
         remaining_gates=tuple(g for g in pod.gates if g != SCHEDULING_GATE),
         hostname=hostnames.get(slot.node, ""),
         pinned_at=pinned_at,
+        claim=claim,
     )
 
 

@@ -12,6 +12,9 @@ rather than left with gated or Pending pods forever:
   ``Retry``, so Kueue requeues it and it is planned again.
 * **Planned node lost** (a slot not bound yet is on a node that is gone,
   NotReady or cordoned): ``Retry`` at once.
+* **Claim cannot be the slot's** (DRA mode: the pod's claim name is held by
+  a claim allocated to other devices for a live owner, found when the pin
+  went to create it): ``Retry`` at once, a new plan names new claims.
 * **Pin cannot bind** (a pinned pod kube-scheduler has found unschedulable
   for ``unschedulable_seconds``: a taint, capacity taken by a pod placed
   around optsched, a label change): ``Retry``.
@@ -63,6 +66,10 @@ def repair_ready(view: WorkloadView, check: CheckEntry, facts: Facts) -> Workloa
             "re-planning"
         )
         return _retry(view, check, facts, EventReason.PLANNED_NODE_LOST, message)
+    conflict = facts.claim_conflicts.get((view.namespace, view.record.plan_id))
+    if conflict is not None:
+        message = f"optsched: {conflict}; re-planning"
+        return _retry(view, check, facts, EventReason.CLAIM_UNENFORCEABLE, message)
     stuck = _unschedulable(pods, facts)
     if stuck:
         message = (

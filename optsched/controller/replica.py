@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from optsched.controller.cert_reload import ReloadingContext
+from optsched.controller.dra_index import LiveFacts
 from optsched.controller.health import Heartbeat, liveness_bound
 from optsched.controller.leader import LeaderElector
 from optsched.controller.loop import Controller, default_planner
@@ -65,7 +66,8 @@ async def run_replica(kubeconfig: str | None, replica: Replica) -> int:
     stop = _stop_on_signals()
     webhook = None
     if replica.webhook.port:
-        webhook = await _start_webhook(replica.webhook, client, replica, stop)
+        dra = LiveFacts(controller.dra_index, client, asyncio.get_running_loop())
+        webhook = await _start_webhook(replica.webhook, client, replica, stop, dra)
     tasks = await _follow_leadership(elector, controller, stop)
     try:
         return await controller.run(stop, once=replica.once)
@@ -188,7 +190,7 @@ class _Webhook:
 
 
 async def _start_webhook(
-    webhook: WebhookOptions, client: Client, replica: Replica, stop: asyncio.Event
+    webhook: WebhookOptions, client: Client, replica: Replica, stop: asyncio.Event, dra: LiveFacts
 ) -> _Webhook:
     """Serve the webhook: certificates from ``--webhook-cert-dir`` or our Secret, verdicts refreshed."""
     tasks: list[asyncio.Task[None]] = []
@@ -202,7 +204,8 @@ async def _start_webhook(
         tasks.append(asyncio.create_task(certificates.run(stop)))
     verdicts = QueueVerdicts(client, replica.options.check_names)
     tasks.append(asyncio.create_task(verdicts.run(stop)))
-    server = WebhookServer("0.0.0.0", webhook.port, ReloadingContext(cert, key), verdicts.current)
+    context = ReloadingContext(cert, key)
+    server = WebhookServer("0.0.0.0", webhook.port, context, verdicts.current, dra=dra.facts)
     server.start()
     log.info("webhook serving on :%d", server.port)
     return _Webhook(server, tasks)

@@ -12,7 +12,7 @@ rest of the queue goes on.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ from optsched.model.names import (
     PINNED_AT_ANNOTATION,
     PLACEMENT_ANNOTATION,
     PLAN_ID_LABEL,
+    POD_CLAIM_NAME,
     POD_INDEX_ANNOTATION,
     PODSET_LABEL,
     SCHEDULING_GATE,
@@ -79,6 +80,8 @@ class WorkloadView:
     ``requeueState.count`` where larger; what the backoff doubles on."""
     topology_assigned: bool = False
     """A PodSet carries Kueue TAS's ``topologyAssignment``: TAS places it, so optsched must not."""
+    pod_specs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Each PodSet's pod template spec, as Kueue charged it (the raw object's, not a copy)."""
 
     @property
     def key(self) -> str:
@@ -165,7 +168,16 @@ def read_workload(
             max((e.retry_count for e in entries), default=0),
         ),
         topology_assigned=_topology_assigned(status),
+        pod_specs=_pod_specs(obj),
     )
+
+
+def _pod_specs(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    out: dict[str, Mapping[str, Any]] = {}
+    for pod_set in ks.list_or_empty(ks.map_or_empty(obj.get("spec")).get("podSets")):
+        raw = ks.map_or_empty(pod_set)
+        out[str(raw.get("name", ""))] = ks.map_or_empty(ks.map_or_empty(raw.get("template")).get("spec"))
+    return out
 
 
 def _record(obj: dict[str, Any]) -> tuple[PlacementRecord | None, str | None]:
@@ -239,6 +251,12 @@ class PodView:
     """When kube-scheduler last found no node for it (``PodScheduled=False``, ``Unschedulable``)."""
     pinned_at: datetime | None = None
     """When optsched pinned it (``optsched.io/pinned-at``)."""
+    claim_name: str | None = None
+    """The ResourceClaim of its ``optsched-gpus`` entry: the webhook moved its GPUs onto it."""
+    claim_containers: tuple[int, ...] = ()
+    """Positions of the containers that refer to the ``optsched-gpus`` entry."""
+    claim_entries: frozenset[str] = frozenset()
+    """Names of its ``spec.resourceClaims`` entries."""
 
     @property
     def key(self) -> str:
@@ -292,7 +310,29 @@ def read_pod(obj: Mapping[str, Any]) -> PodView:
         queue_name=str(labels[KUEUE_QUEUE_NAME_LABEL]) if labels.get(KUEUE_QUEUE_NAME_LABEL) else None,
         unschedulable_since=_unschedulable_since(obj),
         pinned_at=ks.parse_time(annotations.get(PINNED_AT_ANNOTATION)),
+        claim_name=_claim_name(spec),
+        claim_containers=_claim_containers(spec),
+        claim_entries=frozenset(
+            str(e.get("name")) for e in ks.list_or_empty(spec.get("resourceClaims")) if isinstance(e, dict)
+        ),
     )
+
+
+def _claim_containers(spec: Mapping[str, Any]) -> tuple[int, ...]:
+    out = []
+    for position, container in enumerate(ks.list_or_empty(spec.get("containers"))):
+        resources = ks.map_or_empty(ks.map_or_empty(container).get("resources"))
+        refs = ks.list_or_empty(resources.get("claims"))
+        if any(isinstance(r, dict) and r.get("name") == POD_CLAIM_NAME for r in refs):
+            out.append(position)
+    return tuple(out)
+
+
+def _claim_name(spec: Mapping[str, Any]) -> str | None:
+    for entry in ks.list_or_empty(spec.get("resourceClaims")):
+        if isinstance(entry, dict) and entry.get("name") == POD_CLAIM_NAME and entry.get("resourceClaimName"):
+            return str(entry["resourceClaimName"])
+    return None
 
 
 def _unschedulable_since(pod: Mapping[str, Any]) -> datetime | None:

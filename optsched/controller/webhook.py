@@ -25,6 +25,10 @@ assigns its workload no flavor, so no admission check applies and Kueue
 admits it without asking optsched (a gate would hold it for ever), and it
 takes none of the capacity optsched promises.
 
+On a DRA node the pod's GPUs are moved onto the ResourceClaim optsched
+creates for its slot at ungate time, and a pod naming one of optsched's
+claims itself is refused (:mod:`optsched.controller.dra_webhook`).
+
 Such a pod created with ``spec.nodeName`` already bypasses every scheduler
 and gate, so it is refused with a message that says why. A malformed review
 is allowed unchanged with a warning: refusing it would block pod creation
@@ -39,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from optsched.controller.dra_webhook import RecordLookup, TemplateLookup, claim_patch, refusal
 from optsched.kueue.managed_queues import ManagedQueues
 from optsched.model.names import (
     KUEUE_ADMISSION_GATE,
@@ -159,8 +164,21 @@ def pod_name(pod: Mapping[str, Any], namespace: str) -> str:
     return f"{namespace}/{name or '<unnamed>'}"
 
 
-def mutate(review: Mapping[str, Any], queues: ManagedQueues) -> dict[str, Any]:
-    """Answer one AdmissionReview: gate optsched's pods, refuse those created already bound."""
+def _unknown(_namespace: str, _name: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class DraFacts:
+    """What the DRA part of the answer reads: the workloads' records and the GPU claim templates."""
+
+    records: RecordLookup = _unknown
+    templates: TemplateLookup = _unknown
+
+
+def mutate(review: Mapping[str, Any], queues: ManagedQueues, dra: DraFacts | None = None) -> dict[str, Any]:
+    """Answer one AdmissionReview: gate optsched's pods and move their GPUs onto their claim on DRA
+    nodes; refuse those created already bound or naming an optsched claim."""
     request = review.get("request") if isinstance(review.get("request"), dict) else None
     if request is None:
         return _allowed("", warning="optsched: AdmissionReview without request")
@@ -172,6 +190,10 @@ def mutate(review: Mapping[str, Any], queues: ManagedQueues) -> dict[str, Any]:
     if not isinstance(pod, dict):
         return _allowed(uid, warning="optsched: pod object missing from the admission request")
     namespace = str(request.get("namespace") or _map(pod.get("metadata")).get("namespace") or "default")
+    facts = dra or DraFacts()
+    refused = refusal(pod, namespace, pod_name(pod, namespace), facts.records)
+    if refused is not None:
+        return _denied(uid, refused)
     found = claim(pod, namespace, queues)
     if found is None:
         return _allowed(uid)
@@ -183,4 +205,6 @@ def mutate(review: Mapping[str, Any], queues: ManagedQueues) -> dict[str, Any]:
             f"{found.why}; optsched picks the node and GPUs, so leave spec.nodeName empty "
             "(a pod bound at creation would skip the plan and take GPUs promised to another workload)",
         )
-    return _allowed(uid, gate_patch(pod))
+    moved, why = claim_patch(pod, namespace, uid, facts.records, facts.templates)
+    warning = f"optsched: pod {pod_name(pod, namespace)}: {why}" if why else None
+    return _allowed(uid, gate_patch(pod) + moved, warning=warning)

@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from optsched.controller.cert_reload import ReloadingContext
-from optsched.controller.webhook import MUTATE_PATH, mutate
+from optsched.controller.webhook import MUTATE_PATH, DraFacts, mutate
 from optsched.kueue.managed_queues import ManagedQueues
 
 log = logging.getLogger("optsched.webhook")
@@ -60,10 +60,12 @@ class _Server(ThreadingHTTPServer):
         contexts: ReloadingContext,
         queues: Callable[[], ManagedQueues],
         limits: ServerLimits,
+        dra: Callable[[], DraFacts] | None = None,
     ) -> None:
         super().__init__(address, _Handler)
         self.contexts = contexts
         self.queues = queues
+        self.dra = dra or DraFacts
         self.limits = limits
         self.slots = threading.BoundedSemaphore(limits.max_connections)
         self.refused = 0
@@ -121,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
             review = json.loads(self.rfile.read(length) or b"{}")
         except ValueError:
             review = {}
-        answer = mutate(review if isinstance(review, dict) else {}, self.server.queues())
+        answer = mutate(review if isinstance(review, dict) else {}, self.server.queues(), self.server.dra())
         self._reply(200, answer)
 
     def _content_length(self) -> int | None:
@@ -172,7 +174,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class WebhookServer:
-    """The webhook over HTTPS in a daemon thread, answering with the verdicts ``queues`` returns."""
+    """The webhook over HTTPS in a daemon thread, answering with the verdicts ``queues`` returns and the
+    records and templates ``dra`` reads."""
 
     def __init__(
         self,
@@ -181,8 +184,9 @@ class WebhookServer:
         contexts: ReloadingContext,
         queues: Callable[[], ManagedQueues],
         limits: ServerLimits = ServerLimits(),
+        dra: Callable[[], DraFacts] | None = None,
     ) -> None:
-        self.httpd = _Server((host, port), contexts, queues, limits)
+        self.httpd = _Server((host, port), contexts, queues, limits, dra)
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="optsched-webhook", daemon=True)
 
     @property

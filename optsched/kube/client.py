@@ -310,6 +310,19 @@ class Client:
         params = {"fieldManager": field_manager} if field_manager else None
         return await self.request("POST", api_version, plural, namespace=namespace, params=params, body=body)
 
+    async def delete(
+        self,
+        api_version: str,
+        plural: str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        uid: str = "",
+    ) -> Object:
+        """Delete one object; with ``uid``, only that one (a precondition: 409 on another of that name)."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}} if uid else None
+        return await self.request("DELETE", api_version, plural, namespace=namespace, name=name, body=body)
+
     async def replace(
         self,
         api_version: str,

@@ -10,7 +10,7 @@ snapshot's pod parser (``optsched.snapshot.pods``, ``optsched.snapshot.held``,
 
 * metadata: identity, version, times, labels, annotations and owners;
 * spec: the node, the gates, what placement reads (node selector, affinity,
-  tolerations, priority, scheduler) and each container's name and resources
+  tolerations, priority, scheduler), the pod's claims and each container's name and resources
   (an init container's ``restartPolicy`` too: a sidecar runs alongside);
 * status: the phase, the nominated node and the ``PodScheduled`` condition
   (it says why a pod does not bind).
@@ -45,6 +45,7 @@ SPEC_FIELDS = (
     "schedulerName",
     "overhead",
     "resources",
+    "resourceClaims",
 )
 CONTAINER_FIELDS = ("name", "resources", "restartPolicy")
 STATUS_FIELDS = ("phase", "conditions", "nominatedNodeName")

@@ -8,6 +8,8 @@
   under the same name is never written by mistake).
 * Pod pins: a JSON merge patch with ``metadata.resourceVersion`` (optimistic
   concurrency: 409 on any concurrent change, retried after a re-read).
+* ResourceClaims of DRA mode: created (one that exists is reported, not
+  overwritten) and deleted with the claim's uid as a precondition.
 * Events: on objects that could not be used, and on Workloads whose check changed.
 
 With ``dry_run`` nothing is sent: each write is logged as the request it
@@ -250,6 +252,35 @@ class Writer:
             except ApiError as exc:
                 if exc.status != 409:
                     raise
+
+    async def create_new(
+        self, api_version: str, plural: str, body: dict[str, Any], *, namespace: str | None = None
+    ) -> bool:
+        """Create an object; False when one of that name exists already (it is left as it is)."""
+        name = (body.get("metadata") or {}).get("name", "")
+        if not self._record("create", _target(plural, namespace, name), body):
+            return True
+        try:
+            await self._client().create(
+                api_version, plural, body, namespace=namespace, field_manager=self.field_manager
+            )
+        except ApiError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def delete(
+        self, api_version: str, plural: str, name: str, *, namespace: str | None = None, uid: str = ""
+    ) -> None:
+        """Delete one object (``uid``: only that one); one already gone is no error."""
+        if not self._record("delete", _target(plural, namespace, name), {"uid": uid} if uid else None):
+            return
+        try:
+            await self._client().delete(api_version, plural, name, namespace=namespace, uid=uid)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
 
     async def apply(
         self,

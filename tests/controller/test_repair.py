@@ -169,3 +169,15 @@ def test_a_bound_pod_whose_request_cannot_be_read_hides_no_capacity_and_is_repor
     [report] = [r for r in inp.reports if r.kind == "Pod"]
     assert report.name == "weird" and "gpucores" in report.message
     assert inp.nodes["n1"].ready, "the node itself is still there for the rules about pins"
+
+
+def test_a_slot_whose_claim_is_allocated_elsewhere_is_replanned_at_once():
+    record = _record(["n1"])
+    ready = o.workload("a", check="Ready", admitted=True, record=record.to_annotation())
+    inp = build_input([*o.base_objects(o.node("n1")), ready], ["optsched"])
+    assert decide(inp, None, now=NOW).actions == ()
+    why = {("default", record.plan_id): "ResourceClaim default/optsched-x-0 is allocated to other devices"}
+    [action] = decide(inp, None, now=NOW, claim_conflicts=why).actions
+    assert action.kind == ActionKind.REPLAN and action.check is not None
+    assert action.check.state == "Retry" and "allocated to other devices" in action.check.message
+    assert action.event is not None and action.event.reason == "ClaimUnenforceable"
