@@ -7,7 +7,7 @@ workloads already Ready (``repair``); the cycle's last phase (``act``) sends the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 from optsched.controller.inputs import NodePresence
 from optsched.controller.options import DeferPolicy
 from optsched.controller.pinning import PodPin
+from optsched.controller.read_back import ReadBack
 from optsched.controller.records import PlacementRecord
 from optsched.controller.views import PodView, WorkloadView
 from optsched.kueue import workload_status as ks
@@ -137,6 +138,8 @@ class Facts:
     """Pods by namespace and plan id."""
     whole: bool = True
     """Every listed node is Ready, uncordoned and planned on: only then can "never fits" be believed."""
+    read_back: ReadBack = field(default_factory=ReadBack)
+    """The GPUs node agents report each bound pod holds."""
 
     @property
     def stamp(self) -> str:

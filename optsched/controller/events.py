@@ -21,6 +21,9 @@ class EventReason(StrEnum):
     """A Ready workload's placement record is missing, unreadable or altered; it is planned again."""
     PIN_UNSCHEDULABLE = "PinnedPodUnschedulable"
     """A pinned pod could not bind to its planned node for too long; the workload is planned again."""
+    PREDICTION_BROKEN = "PredictedGPUsTaken"
+    """The device plugin handed a pod's predicted NVLink island to another pod before it started; the
+    workload is planned again."""
     QUOTA_LOST = "QuotaLost"
     """Our check was Ready on a workload without a quota reservation; reset to Pending."""
     REJECTED = "Rejected"

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from optsched.controller.actions import ActionKind, Facts, WorkloadAction, action, event, update
+from optsched.controller.drift_repair import taken_island_promise
 from optsched.controller.events import EventReason
 from optsched.controller.inputs import NodePresence
 from optsched.controller.records import PlacementRecord
@@ -63,6 +64,9 @@ def repair_ready(view: WorkloadView, check: CheckEntry, facts: Facts) -> Workloa
             "re-planning"
         )
         return _retry(view, check, facts, EventReason.PLANNED_NODE_LOST, message)
+    broken = taken_island_promise(view, facts)
+    if broken is not None:
+        return _retry(view, check, facts, EventReason.PREDICTION_BROKEN, broken)
     stuck = _unschedulable(pods, facts)
     if stuck:
         message = (
