@@ -15,6 +15,7 @@ from typing import Any
 from optsched.controller.inputs import NodePresence
 from optsched.controller.options import DeferPolicy
 from optsched.controller.pinning import PodPin
+from optsched.controller.read_back import ReadBack
 from optsched.controller.records import PlacementRecord
 from optsched.controller.views import PodView, WorkloadView
 from optsched.kueue import workload_status as ks
@@ -139,6 +140,8 @@ class Facts:
     """Every listed node is Ready, uncordoned and planned on: only then can "never fits" be believed."""
     claim_conflicts: Mapping[tuple[str, str], str] = field(default_factory=dict)
     """(namespace, plan id) -> why a slot's ResourceClaim cannot be the slot's (DRA mode): re-plan."""
+    read_back: ReadBack = field(default_factory=ReadBack)
+    """The GPUs node agents report each bound pod holds."""
 
     @property
     def stamp(self) -> str:

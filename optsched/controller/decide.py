@@ -58,6 +58,7 @@ from optsched.controller.events import EventReason
 from optsched.controller.inputs import PlanningInput, Report
 from optsched.controller.options import DeferPolicy, Options
 from optsched.controller.pinning import pins_for, ready_records, ungates_for
+from optsched.controller.predicted_pins import busy_nodes, in_plan_order
 from optsched.controller.records import PlacementRecord, record_from_decision
 from optsched.controller.repair import repair_ready
 from optsched.controller.views import WorkloadView, by_plan
@@ -109,6 +110,7 @@ def decide(
         pods=by_plan(inp.pods),
         whole=_whole(inp),
         claim_conflicts=claim_conflicts or {},
+        read_back=inp.read_back,
     )
     actions: list[WorkloadAction] = []
     if planned:
@@ -120,10 +122,12 @@ def decide(
     sent_back = {a.key for a in actions if a.kind in (ActionKind.REPLAN, ActionKind.RESET, ActionKind.REJECT)}
     records = {k: v for k, v in ready_records(inp.workloads.values()).items() if v.key not in sent_back}
     pins = pins_for(inp.pods, records, hostnames=inp.hostnames, now=facts.stamp)
+    busy = busy_nodes(inp.pods, records, inp.read_back, now=now)
+    ordered, waits = in_plan_order(pins.pins, busy, records)
     return Decisions(
         actions=tuple(actions),
-        pins=pins.pins,
-        waiting=pins.waiting,
+        pins=ordered,
+        waiting=pins.waiting + waits,
         events=tuple(r.event() for r in reports),
         ungates=ungates_for(inp.pods, inp.queues),
     )
@@ -162,7 +166,7 @@ def _decide_workload(view: WorkloadView, plan: Plan | None, facts: Facts) -> Wor
         return action(view, ActionKind.DROP_RECORD, drop_record=True)
     decision = plan.decision(view.key) if plan is not None else None
     if decision is not None and decision.decision == Decision.ADMIT and view.workload is not None:
-        record = record_from_decision(view.uid, decision)
+        record = record_from_decision(view.uid, decision, planned_at=facts.now.timestamp())
         size = len(record.to_annotation())
         if size > MAX_ANNOTATION_BYTES:
             message = (
@@ -172,6 +176,11 @@ def _decide_workload(view: WorkloadView, plan: Plan | None, facts: Facts) -> Wor
             return _reject(view, check, message, facts)
         return _admit(view, view.workload, check, record, facts)
     return _defer(view, check, list(decision.reasons) if decision is not None else [NOT_PLANNED], facts)
+
+
+def _same_placement(written: PlacementRecord | None, new: PlacementRecord) -> bool:
+    """The record on the workload already says this (when it was planned aside: the first plan stands)."""
+    return written is not None and written.model_copy(update={"planned_at": new.planned_at}) == new
 
 
 def _sync(view: WorkloadView, facts: Facts) -> WorkloadAction | None:
@@ -222,7 +231,7 @@ def _admit(
     return action(
         view,
         ActionKind.ADMIT,
-        record=None if view.record == record else record,
+        record=None if _same_placement(view.record, record) else record,
         check=update(
             view,
             check,

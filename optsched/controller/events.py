@@ -24,6 +24,9 @@ class EventReason(StrEnum):
     CLAIM_UNENFORCEABLE = "ClaimUnenforceable"
     """A pod's ResourceClaim name is held by a claim allocated to other devices; the workload is planned
     again."""
+    PREDICTION_BROKEN = "PredictedGPUsTaken"
+    """The device plugin handed a pod's predicted NVLink island to another pod before it started; the
+    workload is planned again."""
     QUOTA_LOST = "QuotaLost"
     """Our check was Ready on a workload without a quota reservation; reset to Pending."""
     REJECTED = "Rejected"

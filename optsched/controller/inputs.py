@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from optsched.controller.pod_trust import trusted_pod_objects
+from optsched.controller.read_back import ReadBack
 from optsched.controller.views import PodView, WorkloadView, by_plan, pods_of, read_pod, read_workload
 from optsched.errors import InputError
 from optsched.kueue import workload_status as ks
@@ -207,6 +208,8 @@ class PlanningInput:
     """Every Node listed, by name, including those the snapshot left out."""
     queues: ManagedQueues = field(default_factory=ManagedQueues)
     """Which LocalQueues are ours: pods of the others have our gate lifted."""
+    read_back: ReadBack = field(default_factory=ReadBack)
+    """The GPUs node agents report each bound pod holds."""
 
     @property
     def hostnames(self) -> dict[str, str]:
@@ -314,6 +317,7 @@ def build_input(
         assumed=len(assumed),
         nodes=present_nodes(raw),
         queues=managed_local_queues(raw, names),
+        read_back=ReadBack.of(raw),
     )
 
 

@@ -49,6 +49,8 @@ from optsched.controller.inputs import PlanningInput, Report, build_input
 from optsched.controller.metrics import Metrics
 from optsched.controller.options import Options
 from optsched.controller.pin_pass import pin_pass_decisions
+from optsched.controller.pinning import ready_records
+from optsched.controller.predicted_pins import prediction_outcomes
 from optsched.controller.watch import Triggers
 from optsched.errors import InputError, PlanValidationError
 from optsched.kube.client import ApiError, Client
@@ -267,6 +269,8 @@ class Controller:
             raise _Skip("snapshot", exc, "cycle skipped, snapshot failed") from exc
         self.metrics.assumed.set(inp.assumed)
         self.metrics.observe_invalid([r.kind for r in inp.reports])
+        records = ready_records(inp.workloads.values())
+        self.metrics.observe_predictions(prediction_outcomes(inp.pods, records, inp.read_back))
         return inp
 
     async def plan(self, inp: PlanningInput) -> Plan | None:

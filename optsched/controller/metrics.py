@@ -26,6 +26,7 @@ class Metrics:
         self._cycle_metrics(self.registry)
         self._plan_metrics(self.registry)
         self._workload_metrics(self.registry)
+        self._prediction_metrics(self.registry)
 
     def _cycle_metrics(self, r: CollectorRegistry) -> None:
         """How the controller itself runs."""
@@ -127,6 +128,27 @@ class Metrics:
         self.assumed = Gauge(
             "optsched_assumed_pods", "Planned pods counted as usage before they bind", registry=r
         )
+
+    def _prediction_metrics(self, r: CollectorRegistry) -> None:
+        """How often NVIDIA's device plugin picked the GPUs optsched predicted (device-plugin nodes)."""
+        self.predicted = Gauge(
+            "optsched_predicted_pods",
+            "Bound pods with predicted GPUs: read back as planned (agreed), other GPUs (drifted), "
+            "or not read back yet (unconfirmed)",
+            ["state"],
+            registry=r,
+        )
+        self.drift_ratio = Gauge(
+            "optsched_prediction_drift_ratio",
+            "Of the bound pods with predicted GPUs read back, the share holding other GPUs than planned",
+            registry=r,
+        )
+
+    def observe_predictions(self, counts: Mapping[str, int]) -> None:
+        for state, count in counts.items():
+            self.predicted.labels(state).set(count)
+        checked = counts.get("agreed", 0) + counts.get("drifted", 0)
+        self.drift_ratio.set(counts.get("drifted", 0) / checked if checked else 0.0)
 
     def observe_plan(self, plan: Plan) -> None:
         self.plans.labels(plan.status.value).inc()

@@ -26,9 +26,10 @@ def plan_id_for(uid: str, decision: WorkloadDecision) -> str:
     return plan_id_of(uid, ((ps.name, ps.pods) for ps in decision.pod_sets))
 
 
-def record_from_decision(uid: str, decision: WorkloadDecision) -> PlacementRecord:
-    """The record for an admitted workload decision."""
+def record_from_decision(uid: str, decision: WorkloadDecision, planned_at: float = 0.0) -> PlacementRecord:
+    """The record for an admitted workload decision, made from the plan of ``planned_at`` (epoch seconds)."""
     return PlacementRecord(
+        planned_at=planned_at,
         plan_id=plan_id_for(uid, decision),
         pod_sets={ps.name: tuple(sorted(ps.pods, key=lambda p: p.index)) for ps in decision.pod_sets},
         flavors={ps.name: ps.flavor for ps in decision.pod_sets if ps.flavor},

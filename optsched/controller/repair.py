@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from optsched.controller.actions import ActionKind, Facts, WorkloadAction, action, event, update
+from optsched.controller.drift_repair import taken_island_promise
 from optsched.controller.events import EventReason
 from optsched.controller.inputs import NodePresence
 from optsched.controller.records import PlacementRecord
@@ -70,6 +71,9 @@ def repair_ready(view: WorkloadView, check: CheckEntry, facts: Facts) -> Workloa
     if conflict is not None:
         message = f"optsched: {conflict}; re-planning"
         return _retry(view, check, facts, EventReason.CLAIM_UNENFORCEABLE, message)
+    broken = taken_island_promise(view, facts)
+    if broken is not None:
+        return _retry(view, check, facts, EventReason.PREDICTION_BROKEN, broken)
     stuck = _unschedulable(pods, facts)
     if stuck:
         message = (

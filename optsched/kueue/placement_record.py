@@ -15,8 +15,9 @@ Format (JSON)::
 Compatible both ways across versions, since two replicas of different
 versions may hold the Lease in turn during a rolling update or a rollback:
 
-* fields a newer version adds are ignored, and no field was added here, so
-  an older reader reads this record too;
+* fields a newer version adds are ignored (slots are cut to the fields a
+  reader knows), so an older reader reads this record too; ``plannedAt`` and
+  the slots' ``gpuUUIDs``, ``enforcement`` and ``nodeOrder`` were added so;
 * a plan id starting ``v2-`` is a digest of the Workload's uid and the slots
   (:func:`plan_id_of`): a record whose slots were edited no longer matches
   it and is not trusted. Ids of another scheme (older ones have no prefix,
@@ -81,6 +82,9 @@ class PlacementRecord(_Record):
     plan_id: str = Field(min_length=1, max_length=63)
     pod_sets: dict[str, tuple[PodPlacement, ...]] = Field(default_factory=dict)
     flavors: dict[str, str] = Field(default_factory=dict)
+    planned_at: float = 0.0
+    """When the plan was made (seconds since the epoch): on a device-plugin node, pods of older records
+    get their GPUs first, as the later plan assumed they would."""
 
     def verified(self, uid: str) -> bool:
         """The plan id matches the Workload's uid and these slots (true of ids of another scheme)."""

@@ -48,6 +48,9 @@ class PodPlacement(BaseModel):
     """The same GPUs by UUID, in the order of ``gpus``, where the node names its GPUs' UUIDs."""
     enforcement: Enforcement | None = None
     """How the GPUs are enforced; ``None`` before the plan is built (a policy's raw placement)."""
+    node_order: int | None = None
+    """On a device-plugin node: this pod's place (0 first) in the order its plan's pods there must get
+    their GPUs for the predicted choice to hold; the controller ungates them one at a time in it."""
 
 
 @dataclass

@@ -83,7 +83,7 @@ def test_a_small_record_is_plain_json_an_older_reader_accepts():
         ],
     )
     annotation = record_from_decision("uid-a", decision).to_annotation()
-    assert set(json.loads(annotation)) == {"planId", "podSets", "flavors"}
+    assert set(json.loads(annotation)) == {"planId", "podSets", "flavors", "plannedAt"}
     assert json.loads(annotation)["planId"].startswith("v2-")
 
 

@@ -1,0 +1,132 @@
+"""On device-plugin nodes, pods get their GPUs one at a time, in the order the plan predicted them.
+
+NVIDIA's device plugin cannot be told which GPUs a pod gets; it picks with
+its best-effort policy among the node's free GPUs when kubelet admits the
+pod. A plan's GPUs for such a node (enforcement ``predicted``) are that
+policy's picks with the plan's pods taken in a given order, each pick
+removing its GPUs before the next: pods of older records first (a later
+plan counted their GPUs as taken), then ``node_order`` within a plan. The
+prediction holds only if kubelet sees the pods in that order, so at most
+one predicted pod per node is between its pin and its devices:
+
+* a node is *busy* while a predicted pod pinned there has not bound yet,
+  or has bound but the node's ``NodeGPUs`` (where an agent reports the
+  node) does not list its devices yet and it was pinned less than
+  :data:`READ_BACK_SECONDS` ago;
+* on a node that is not busy, only the first gated pod in plan order is
+  pinned; the others wait, with a line saying for whom.
+
+Pins of other enforcement (DRA claims, GPUs left to the node) pass
+unchanged: kube-scheduler's DRA allocator or the node decides those, in
+any order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+
+from optsched.controller.pinning import PodPin, Records
+from optsched.controller.read_back import ReadBack
+from optsched.controller.views import PodView, pod_set_in
+from optsched.model.placement import Enforcement, PodPlacement
+
+READ_BACK_SECONDS = 120.0
+"""How long a bound predicted pod keeps its node busy while no agent lists its devices."""
+
+
+def _slot(pod: PodView, records: Records) -> tuple[PodPlacement, float] | None:
+    """The predicted slot a pinned pod took, and its record's plan time; None for any other pod."""
+    if pod.plan_id is None or pod.slot_index is None:
+        return None
+    view = records.get((pod.namespace, pod.plan_id))
+    record = view.record if view is not None else None
+    if record is None:
+        return None
+    pod_set = pod_set_in(pod, record)
+    slot = next((s for s in record.slots(pod_set or "") if s.index == pod.slot_index), None)
+    if slot is None or slot.enforcement != Enforcement.PREDICTED:
+        return None
+    return slot, record.planned_at
+
+
+def busy_nodes(
+    pods: Iterable[PodView], records: Records, read_back: ReadBack, *, now: datetime
+) -> dict[str, str]:
+    """Node -> the predicted pod whose devices are not handed out yet there (``namespace/name``)."""
+    busy: dict[str, str] = {}
+    for pod in pods:
+        if not pod.live or pod.gated_by_us:
+            continue
+        found = _slot(pod, records)
+        if found is None:
+            continue
+        node = found[0].node
+        if pod.node is None:
+            busy[node] = pod.key
+        elif read_back.serves(pod.node) and not read_back.lists(pod.node, (pod.namespace, pod.name)):
+            pinned = pod.pinned_at
+            if pinned is None or now - pinned < timedelta(seconds=READ_BACK_SECONDS):
+                busy[node] = pod.key
+    return busy
+
+
+def _order(pin: PodPin, records: Records) -> tuple[float, int, str, str, int]:
+    view = records.get((pin.namespace, pin.plan_id))
+    planned_at = view.record.planned_at if view is not None and view.record is not None else 0.0
+    within = pin.slot.node_order if pin.slot.node_order is not None else pin.slot.index
+    return (planned_at, within, pin.plan_id, pin.pod_set, pin.slot.index)
+
+
+def in_plan_order(
+    pins: Sequence[PodPin], busy: Mapping[str, str], records: Records
+) -> tuple[tuple[PodPin, ...], tuple[str, ...]]:
+    """The pins to make now (every other pin, and one predicted pin per free node), and why the rest wait."""
+    kept: list[PodPin] = []
+    waiting: list[str] = []
+    first: dict[str, PodPin] = {}
+    for pin in pins:
+        if pin.ungate_only or pin.slot.enforcement != Enforcement.PREDICTED:
+            kept.append(pin)
+            continue
+        node = pin.slot.node
+        if node in busy:
+            waiting.append(
+                f"{pin.key}: waits until pod {busy[node]} on {node} has its GPUs, so NVIDIA's device "
+                "plugin picks from the free GPUs the plan predicted"
+            )
+        elif node not in first or _order(pin, records) < _order(first[node], records):
+            first[node] = pin
+    for node, chosen in sorted(first.items()):
+        kept.append(chosen)
+        waiting += [
+            f"{p.key}: waits for {chosen.key} to get its GPUs on {node} first (plan order)"
+            for p in pins
+            if p is not chosen
+            and p.slot.node == node
+            and p.slot.enforcement == Enforcement.PREDICTED
+            and node not in busy
+        ]
+    return tuple(kept), tuple(waiting)
+
+
+PREDICTION_STATES = ("agreed", "drifted", "unconfirmed")
+"""How a bound pod with predicted GPUs stands: its node's agent lists the planned GPUs, other GPUs, or
+nothing yet (no agent on the node, or not read back yet)."""
+
+
+def prediction_outcomes(pods: Iterable[PodView], records: Records, read_back: ReadBack) -> dict[str, int]:
+    """Bound, live pods with predicted GPUs, counted by :data:`PREDICTION_STATES`."""
+    counts = dict.fromkeys(PREDICTION_STATES, 0)
+    for pod in pods:
+        found = _slot(pod, records) if pod.live and pod.node is not None else None
+        if found is None or pod.node is None:
+            continue
+        held = read_back.held.get(pod.node, {}).get((pod.namespace, pod.name))
+        if held is None:
+            counts["unconfirmed"] += 1
+        elif set(held) == set(found[0].gpus or ()):
+            counts["agreed"] += 1
+        else:
+            counts["drifted"] += 1
+    return counts

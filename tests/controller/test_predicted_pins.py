@@ -1,0 +1,127 @@
+"""Pods on a device-plugin node get their GPUs one at a time, in the order the plan predicted."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from optsched.controller.pinning import pins_for
+from optsched.controller.predicted_pins import READ_BACK_SECONDS, busy_nodes, in_plan_order
+from optsched.controller.read_back import ReadBack
+from optsched.controller.records import PlacementRecord
+from optsched.controller.views import read_pod, read_workload
+from optsched.model.names import PINNED_AT_ANNOTATION
+from optsched.model.placement import Enforcement, PodPlacement
+from tests.controller import objects as o
+
+NOW = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+P = Enforcement.PREDICTED
+
+
+def _slot(index: int, node: str, gpus: tuple[int, ...], order: int, how: Enforcement = P) -> PodPlacement:
+    return PodPlacement(index=index, node=node, gpus=gpus, enforcement=how, node_order=order)
+
+
+def _records(*records: tuple[str, PlacementRecord]):
+    out = {}
+    for name, record in records:
+        raw = o.workload(name, check="Ready", admitted=True, record=record.to_annotation(), uid=f"uid-{name}")
+        out[("default", record.plan_id)] = read_workload(raw, ["optsched"])
+    return out
+
+
+def _node_gpus(node: str, held: dict[str, list[int]]):
+    gpus = [{"index": i, "uuid": f"GPU-{node}-{i}", "health": {"state": "Healthy"}} for i in range(8)]
+    pods = [
+        {"namespace": "default", "name": name, "containers": [{"name": "c", "gpuIndices": indices}]}
+        for name, indices in held.items()
+    ]
+    return {
+        "apiVersion": "optsched.io/v1alpha1",
+        "kind": "NodeGPUs",
+        "metadata": {"name": node},
+        "status": {"gpus": gpus, "pods": pods},
+    }
+
+
+def _decide(pods, records, read_back=None):
+    views = [read_pod(p) for p in pods]
+    pins = pins_for(views, records, now="2026-01-01T00:05:00Z")
+    busy = busy_nodes(views, records, read_back or ReadBack(), now=NOW)
+    return in_plan_order(pins.pins, busy, records)
+
+
+FIRST = PlacementRecord(
+    plan_id="p1",
+    planned_at=100.0,
+    pod_sets={"main": (_slot(0, "n1", (2, 3), 1), _slot(1, "n1", (0, 1), 0), _slot(2, "n2", (0,), 0))},
+)
+
+
+def test_one_predicted_pod_per_node_is_pinned_first_in_plan_order():
+    pods = [o.pod(f"a-{i}", plan_id="p1", index=i) for i in range(3)]
+    kept, waiting = _decide(pods, _records(("a", FIRST)))
+    assert sorted((p.name, p.slot.node) for p in kept) == [("a-1", "n1"), ("a-2", "n2")]
+    assert len(waiting) == 1 and waiting[0].startswith("default/a-0: waits for default/a-1")
+
+
+def test_a_pinned_pod_not_bound_yet_keeps_its_node_busy():
+    pods = [o.pod("a-1", plan_id="p1", gated=False, pinned_index=1), o.pod("a-0", plan_id="p1", index=0)]
+    kept, waiting = _decide(pods, _records(("a", FIRST)))
+    assert kept == ()
+    assert "waits until pod default/a-1 on n1 has its GPUs" in waiting[0]
+
+
+def test_a_bound_pod_keeps_the_node_busy_until_the_agent_lists_its_devices():
+    pinned = {PINNED_AT_ANNOTATION: "2026-01-01T00:04:30Z"}
+    bound = o.pod("a-1", plan_id="p1", gated=False, pinned_index=1, node="n1", annotations=pinned)
+    pods = [bound, o.pod("a-0", plan_id="p1", index=0)]
+    records = _records(("a", FIRST))
+    assert _decide(pods, records, ReadBack.of([_node_gpus("n1", {})]))[0] == ()
+    kept, _ = _decide(pods, records, ReadBack.of([_node_gpus("n1", {"a-1": [0, 1]})]))
+    assert [p.name for p in kept] == ["a-0"]
+    # A node no agent reports: bound is enough (kubelet hands devices out as it admits the pod).
+    assert [p.name for p in _decide(pods, records)[0]] == ["a-0"]
+
+
+def test_a_bound_pod_never_listed_stops_blocking_after_the_read_back_wait():
+    stale = "2026-01-01T00:02:00Z"  # three minutes before NOW
+    assert READ_BACK_SECONDS < 180
+    bound = o.pod(
+        "a-1", plan_id="p1", gated=False, pinned_index=1, node="n1", annotations={PINNED_AT_ANNOTATION: stale}
+    )
+    kept, _ = _decide(
+        [bound, o.pod("a-0", plan_id="p1", index=0)],
+        _records(("a", FIRST)),
+        ReadBack.of([_node_gpus("n1", {})]),
+    )
+    assert [p.name for p in kept] == ["a-0"]
+
+
+def test_pods_of_an_older_record_go_first_and_other_enforcement_is_not_held_back():
+    later = PlacementRecord(
+        plan_id="p2",
+        planned_at=200.0,
+        pod_sets={"main": (_slot(0, "n1", (4, 5), 0), _slot(1, "n1", (6,), 1, Enforcement.DRA))},
+    )
+    pods = [o.pod("b-0", plan_id="p2", index=0), o.pod("b-1", plan_id="p2", index=1)]
+    pods += [o.pod("a-0", plan_id="p1", index=0)]
+    kept, _ = _decide(pods, _records(("a", FIRST), ("b", later)))
+    assert sorted(p.name for p in kept) == ["a-0", "b-1"]
+
+
+def test_bound_predicted_pods_are_counted_as_agreed_drifted_or_unconfirmed():
+    from optsched.controller.metrics import Metrics
+    from optsched.controller.predicted_pins import prediction_outcomes
+
+    records = _records(("a", FIRST))
+    pods = [
+        read_pod(o.pod("a-0", plan_id="p1", gated=False, pinned_index=0, node="n1")),
+        read_pod(o.pod("a-1", plan_id="p1", gated=False, pinned_index=1, node="n1")),
+        read_pod(o.pod("a-2", plan_id="p1", gated=False, pinned_index=2, node="n2")),
+    ]
+    read_back = ReadBack.of([_node_gpus("n1", {"a-0": [3, 2], "a-1": [4, 5]})])
+    counts = prediction_outcomes(pods, records, read_back)
+    assert counts == {"agreed": 1, "drifted": 1, "unconfirmed": 1}
+    metrics = Metrics()
+    metrics.observe_predictions(counts)
+    assert metrics.registry.get_sample_value("optsched_prediction_drift_ratio") == 0.5
