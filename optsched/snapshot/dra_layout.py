@@ -86,7 +86,7 @@ def _joined(
         )
     pci = (*agent.pci_bus_ids, *(d.pci_bus_id for d in extra)) if agent.pci_bus_ids else ()
     topology = GpuTopology(
-        islands=checked_islands(agent.islands, count),
+        islands=checked_islands([list(island) for island in agent.islands], count),
         numa=agent.numa if not extra else (),
         unhealthy=agent.unhealthy | missing,
         uuids=(*agent.uuids, *(d.uuid for d in extra)),

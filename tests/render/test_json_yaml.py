@@ -19,7 +19,11 @@ def test_json_follows_the_contract(small_snapshot: Snapshot, small_plan: Plan) -
     train = next(w for w in doc["workloads"] if w["name"] == "ml/train")
     assert train["decision"] == "admit"
     pod = train["podSets"][0]["pods"][1]
-    assert {k: pod[k] for k in ("index", "node", "gpus")} == {"index": 1, "node": "h100-02", "gpus": list(range(8))}
+    assert {k: pod[k] for k in ("index", "node", "gpus")} == {
+        "index": 1,
+        "node": "h100-02",
+        "gpus": list(range(8)),
+    }
     big = next(w for w in doc["workloads"] if w["name"] == "ml/big")
     assert big["decision"] == "defer" and big["reasons"]
     assert doc["summary"]["fragmentationBefore"] == 3.5
