@@ -75,3 +75,24 @@ def test_fifo_trap_optimum_is_32_where_greedy_gets_24() -> None:
     assert check_plan(trap, best) == [] and check_plan(trap, greedy) == []
     assert (best.summary.gpus_admitted, greedy.summary.gpus_admitted) == (32, 24)
     assert {short(w.name) for w in best.admitted} == {"train-2x8", "train-8", "train-2x4"}
+
+
+def test_the_mixed_dra_example_pins_claims_on_dra_nodes_and_predicts_elsewhere() -> None:
+    mixed = load_snapshot(EXAMPLES / "cluster-dra.yaml")
+    dra_01 = mixed.node("dra-h100-01")
+    assert dra_01 is not None and dra_01.gpu_mode.value == "dra" and dra_01.unhealthy_gpus == frozenset({5})
+    assert mixed.usage_of("dra-h100-01").gpu_milli[:2] == (1000, 1000)
+    assert [left.name for left in mixed.left_out] == ["job-sweep-3e4f5"]
+    plan = planning.plan(mixed, SETTINGS, "optimizer")
+    assert check_plan(mixed, plan) == []
+    for decision in plan.admitted:
+        for pod in (p for ps in decision.pod_sets for p in ps.pods):
+            node = mixed.node(pod.node)
+            assert node is not None
+            expected = "dra" if node.gpu_mode.value == "dra" else "predicted"
+            assert pod.enforcement == expected, (decision.name, pod)
+            if expected == "dra":
+                assert pod.gpu_uuids == tuple(node.gpu_uuids[g] for g in pod.gpus or ())
+    (pretrain,) = plan.decision("ml/job-pretrain-8-1f2e3").pod_sets[0].pods  # type: ignore[union-attr]
+    assert pretrain.node == "dra-h100-02"
+    assert sum(plan.summary.enforcement.values()) == plan.summary.pods_admitted == 6

@@ -8,11 +8,9 @@ One cycle, like Kueue's scheduling cycle:
 2. **build input**: parse each object once; Workloads and pods become views,
    malformed objects are reported, assumed usage of admitted-but-unbound pods
    is added (``inputs``);
-3. **plan**: with the optimizer, in a worker thread so watches keep flowing,
-   and validated; an invalid plan is never applied, an unchanged cluster is
-   not solved again;
-4. **decide**: check updates, placement records, pod pins and Events, as one
-   value (``decide``);
+3. **plan**: with the optimizer, in a worker thread so watches keep flowing, and
+   validated; an invalid plan is never applied, an unchanged cluster not solved again;
+4. **decide**: check updates, placement records, pod pins and Events, as one value;
 5. **act**: send them (``act``).
 
 Each phase's duration is logged with the cycle and exported as a metric.
@@ -49,7 +47,6 @@ from optsched.controller.inputs import PlanningInput, Report, build_input
 from optsched.controller.metrics import Metrics
 from optsched.controller.options import Options
 from optsched.controller.pin_pass import pin_pass_decisions
-from optsched.controller.pinning import ready_records
 from optsched.controller.predicted_pins import prediction_outcomes
 from optsched.controller.watch import Triggers
 from optsched.errors import InputError, PlanValidationError
@@ -269,8 +266,7 @@ class Controller:
             raise _Skip("snapshot", exc, "cycle skipped, snapshot failed") from exc
         self.metrics.assumed.set(inp.assumed)
         self.metrics.observe_invalid([r.kind for r in inp.reports])
-        records = ready_records(inp.workloads.values())
-        self.metrics.observe_predictions(prediction_outcomes(inp.pods, records, inp.read_back))
+        self.metrics.observe_predictions(prediction_outcomes(inp.pods, inp.workloads.values(), inp.read_back))
         return inp
 
     async def plan(self, inp: PlanningInput) -> Plan | None:

@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
-from optsched.controller.pinning import PodPin, Records
+from optsched.controller.pinning import PodPin, Records, ready_records
 from optsched.controller.read_back import ReadBack
-from optsched.controller.views import PodView, pod_set_in
+from optsched.controller.views import PodView, WorkloadView, pod_set_in
 from optsched.model.placement import Enforcement, PodPlacement
 
 READ_BACK_SECONDS = 120.0
@@ -115,8 +115,11 @@ PREDICTION_STATES = ("agreed", "drifted", "unconfirmed")
 nothing yet (no agent on the node, or not read back yet)."""
 
 
-def prediction_outcomes(pods: Iterable[PodView], records: Records, read_back: ReadBack) -> dict[str, int]:
-    """Bound, live pods with predicted GPUs, counted by :data:`PREDICTION_STATES`."""
+def prediction_outcomes(
+    pods: Iterable[PodView], workloads: Iterable[WorkloadView], read_back: ReadBack
+) -> dict[str, int]:
+    """Bound, live pods with predicted GPUs of Ready ``workloads``, counted by :data:`PREDICTION_STATES`."""
+    records = ready_records(workloads)
     counts = dict.fromkeys(PREDICTION_STATES, 0)
     for pod in pods:
         found = _slot(pod, records) if pod.live and pod.node is not None else None

@@ -21,7 +21,9 @@ from optsched.model.names import (
     NODE_GPUS_PLURAL,
     NODE_GPUS_VERSION,
     OPTSCHED_GROUP,
+    RESOURCE_GROUP,
 )
+from optsched.snapshot.dra import DRA_VERSIONS
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -56,6 +58,25 @@ KINDS: tuple[Kind, ...] = (
         versions=(NODE_GPUS_VERSION,),
         optional=True,
         quiet_if_absent=True,
+    ),
+    *(
+        Kind(
+            kind,
+            plural,
+            RESOURCE_GROUP,
+            by_namespace=by_namespace,
+            versions=DRA_VERSIONS,
+            optional=True,
+            quiet_if_absent=True,
+        )
+        for kind, plural, by_namespace in (
+            ("DeviceClass", "deviceclasses", False),
+            ("ResourceSlice", "resourceslices", False),
+            # Every claim holds devices, whoever made it and in whatever namespace, like a pod.
+            ("ResourceClaim", "resourceclaims", False),
+            # Read for the pods of the queue, which name templates of their own namespace.
+            ("ResourceClaimTemplate", "resourceclaimtemplates", True),
+        )
     ),
     Kind("ResourceFlavor", "resourceflavors", KUEUE_GROUP, versions=KUEUE_VERSIONS),
     Kind("Topology", "topologies", KUEUE_GROUP, versions=(*KUEUE_VERSIONS, "v1alpha1")),

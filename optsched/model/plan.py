@@ -99,6 +99,8 @@ class PlanSummary(PlanModel):
     multi_gpu_pods: int = 0
     multi_gpu_pods_in_one_island: int = 0
     racks_per_gang: float = 0.0
+    enforcement: dict[str, int] = Field(default_factory=dict)
+    """Pods of admitted workloads per enforcement (``dra``, ``predicted``, ``none``)."""
     by_product: list[ProductSummary] = Field(default_factory=list)
 
 

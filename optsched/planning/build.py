@@ -2,7 +2,8 @@
 
 Every policy (the optimizer and each greedy baseline) ends here, so every
 plan has the same shape: one decision per pending workload in queue order,
-pods by PodSet and index, reasons for each deferral with the node-filter
+pods by PodSet and index with their GPUs' UUIDs and enforcement
+(:mod:`optsched.planning.enforcement`), reasons for each deferral with the node-filter
 diagnosis behind them, and a summary (:mod:`optsched.planning.summary`) that
 makes policies comparable on the same snapshot.
 """
@@ -24,7 +25,8 @@ from optsched.model.plan import (
     PodSetPlacement,
     WorkloadDecision,
 )
-from optsched.model.snapshot import Snapshot, Workload
+from optsched.model.snapshot import Node, Snapshot, Workload
+from optsched.planning.enforcement import count_enforcement, enforced
 from optsched.planning.reasons import PlanContext, beyond_window_reason, explain_deferral
 from optsched.planning.summary import summarize
 
@@ -96,11 +98,12 @@ def build_plan(
     ordered = sorted(snapshot.workloads, key=lambda w: w.queue_key)
     context = _context(snapshot, placement, base, ordered)
     decisions = []
+    nodes = {node.name: node for node in snapshot.nodes}
     for workload in ordered:
         eligibility = _eligibility(base.eligibility, workload)
         assignment = placement.admitted.get(workload.key)
         if assignment is not None:
-            decisions.append(_admit(workload, assignment, eligibility))
+            decisions.append(_admit(workload, assignment, eligibility, nodes))
             continue
         reasons = explain_deferral(snapshot, workload, after, context=context)
         if workload.key in beyond_window:
@@ -122,7 +125,13 @@ def build_plan(
         bound=bound,
         gap=gap,
         workloads=_with_held(snapshot, decisions),
-        summary=summarize(snapshot, placement, base.state, after),
+        summary=summarize(snapshot, placement, base.state, after).model_copy(
+            update={
+                "enforcement": count_enforcement(
+                    pod for d in decisions for ps in d.pod_sets for pod in ps.pods
+                )
+            }
+        ),
         warnings=[*snapshot.warnings, *(warnings or []), *build_warnings],
     )
 
@@ -182,16 +191,18 @@ def _nodes_of(assignment: WorkloadAssignment) -> frozenset[str]:
 
 
 def _admit(
-    workload: Workload, assignment: WorkloadAssignment, eligibility: list[FlavorEligibility]
+    workload: Workload,
+    assignment: WorkloadAssignment,
+    eligibility: list[FlavorEligibility],
+    nodes: dict[str, Node],
 ) -> WorkloadDecision:
+    """The admission of one workload: its pods with their GPU UUIDs and enforcement filled in."""
     pod_sets = []
     gpus = 0.0
     for ps in workload.pod_sets:
-        pods = assignment.pods.get(ps.name, [])
+        pods = [enforced(pod, nodes.get(pod.node), ps.request) for pod in assignment.pods.get(ps.name, [])]
         gpus += len(pods) * ps.request.gpu_equivalent
-        pod_sets.append(
-            PodSetPlacement(name=ps.name, flavor=assignment.flavors.get(ps.name), pods=list(pods))
-        )
+        pod_sets.append(PodSetPlacement(name=ps.name, flavor=assignment.flavors.get(ps.name), pods=pods))
     return WorkloadDecision(
         name=workload.key,
         decision=Decision.ADMIT,

@@ -88,6 +88,18 @@ def pods_by_gpus(decision: WorkloadDecision, workload: Workload | None) -> str:
     return " + ".join(parts) if parts else "-"
 
 
+def enforcement_text(decision: WorkloadDecision) -> str:
+    """How an admitted workload's GPUs are enforced: ``dra``, or ``dra 2, none 1`` where its pods differ."""
+    counts: dict[str, int] = {}
+    for ps in decision.pod_sets:
+        for pod in ps.pods:
+            if pod.enforcement is not None:
+                counts[pod.enforcement.value] = counts.get(pod.enforcement.value, 0) + 1
+    if len(counts) <= 1:
+        return next(iter(counts), "-")
+    return ", ".join(f"{value} {n}" for value, n in counts.items())
+
+
 def node_groups(decision: WorkloadDecision, workload: Workload | None = None) -> list[NodeGpus]:
     """Per node, in first-use order: the GPU indices (or count of unknown ones) a workload takes.
 

@@ -11,6 +11,7 @@ from optsched.model.plan import Plan, PlanStatus
 from optsched.model.snapshot import Snapshot, Workload
 from optsched.render.facts import (
     eligibility_lines,
+    enforcement_text,
     needs_text,
     node_groups,
     pods_by_gpus,
@@ -70,6 +71,7 @@ def _admitted_rows(plan: Plan, by_key: dict[str, Workload]) -> list[list[str]]:
                 pods_by_gpus(decision, workload),
                 wrap_tokens(compact_nodes(node_groups(decision, workload)), PLACEMENT_WIDTH) or "-",
                 ",".join(flavors) or "-",
+                enforcement_text(decision),
             ]
         )
     return rows
@@ -115,6 +117,7 @@ def _summary(plan: Plan) -> list[str]:
             fmt_share(s.multi_gpu_pods_in_one_island, s.multi_gpu_pods) + " multi-GPU pods",
         ],
         ["racks per gang", f"{s.racks_per_gang:.2f}" if s.workloads_admitted else "n/a"],
+        ["enforced GPUs", _enforcement_summary(s.enforcement)],
     ]
     out = [format_table(["", ""], rows).split("\n", 1)[1]]
     if len(s.by_product) > 1:
@@ -130,6 +133,12 @@ def _summary(plan: Plan) -> list[str]:
         out.append("")
         out.append(format_table(["PRODUCT", "GPUS", "FREE", "FRAGMENTATION"], product_rows, right=(1,)))
     return out
+
+
+def _enforcement_summary(counts: dict[str, int]) -> str:
+    """``dra 4, predicted 3, none 1 pods``: how the admitted pods' GPUs are enforced."""
+    shown = [f"{value} {n}" for value, n in counts.items() if n]
+    return ", ".join(shown) + " pods" if shown else "n/a"
 
 
 def _why_lines(plan: Plan, width: int) -> list[str]:
@@ -183,7 +192,7 @@ def render_table(
     if admitted:
         out.append(
             format_table(
-                ["WORKLOAD", "PRIO", "PODS x GPUS", "NODES[GPU INDICES]", "FLAVOR"],
+                ["WORKLOAD", "PRIO", "PODS x GPUS", "NODES[GPU INDICES]", "FLAVOR", "ENFORCED"],
                 _admitted_rows(plan, by_key),
                 right=(1,),
             )

@@ -28,6 +28,7 @@ from optsched.kueue.topology_assignment import read_topology_assignment
 from optsched.kueue.workload_status import list_or_empty, map_or_empty
 from optsched.model.admitted import AdmittedWorkload, PodSetAdmission, TopologyAssignment
 from optsched.model.snapshot import PodRequest
+from optsched.snapshot.dra_demand import ClaimTemplates
 from optsched.snapshot.kueue_objects import parse_workload
 from optsched.snapshot.quantity import MIB, parse_quantity
 
@@ -36,14 +37,19 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def read_admitted(workloads: Iterable[dict[str, Any]]) -> tuple[list[AdmittedWorkload], list[str]]:
-    """Every Workload that holds a reservation and has not finished, and a warning per odd field."""
+def read_admitted(
+    workloads: Iterable[dict[str, Any]], templates: ClaimTemplates | None = None
+) -> tuple[list[AdmittedWorkload], list[str]]:
+    """Every Workload that holds a reservation and has not finished, and a warning per odd field.
+
+    ``templates`` count the GPUs pods ask for through ResourceClaimTemplates.
+    """
     out: list[AdmittedWorkload] = []
     warnings: list[str] = []
     for obj in workloads:
         if not ws.holds_quota(obj) or ws.is_finished(obj):
             continue
-        found = _admitted(obj, warnings)
+        found = _admitted(obj, warnings, templates)
         if found is not None:
             out.append(found)
     return out, warnings
@@ -54,7 +60,9 @@ def _who(obj: dict[str, Any]) -> str:
     return f"Workload {ws.key_of(obj)}"
 
 
-def _admitted(obj: dict[str, Any], notes: list[str]) -> AdmittedWorkload | None:
+def _admitted(
+    obj: dict[str, Any], notes: list[str], templates: ClaimTemplates | None = None
+) -> AdmittedWorkload | None:
     who = _who(obj)
     admission = map_or_empty(map_or_empty(obj.get("status")).get("admission"))
     cluster_queue = admission.get("clusterQueue")
@@ -67,7 +75,7 @@ def _admitted(obj: dict[str, Any], notes: list[str]) -> AdmittedWorkload | None:
     assignments = list_or_empty(admission.get("podSetAssignments"))
     running = ws.lifecycle(obj) == ws.Lifecycle.ADMITTED
     without_usage = any(not map_or_empty(a).get("resourceUsage") for a in assignments)
-    requests = _requests(obj, notes) if running or without_usage else {}
+    requests = _requests(obj, notes, templates) if running or without_usage else {}
     record = _record(obj, notes)
     context = _Context(who, requests, record, _spec_counts(obj), _reclaimed(obj))
     pod_sets = []
@@ -182,10 +190,12 @@ def _topology(raw: dict[str, Any], field: str, who: str, notes: list[str]) -> To
         return None
 
 
-def _requests(obj: dict[str, Any], notes: list[str]) -> dict[str, PodRequest]:
+def _requests(
+    obj: dict[str, Any], notes: list[str], templates: ClaimTemplates | None
+) -> dict[str, PodRequest]:
     """One pod's request per PodSet; {} with a warning where the spec cannot be read."""
     try:
-        workload = parse_workload(obj)
+        workload = parse_workload(obj, templates)
     except InputError as exc:
         problem = f"field {exc.field}: {exc.detail}" if exc.field else exc.detail
     except (TypeError, AttributeError, ValueError) as exc:

@@ -1,7 +1,9 @@
 """Building the frozen :class:`~optsched.model.snapshot.Snapshot` from raw Kubernetes and Kueue objects.
 
-Nodes, the usage of bound pods, pending Workloads and the Kueue queue objects
-are parsed here, once; other kinds are ignored. The same object twice (a
+Nodes, the usage of bound pods, pending Workloads, the Kueue queue objects and
+the DRA objects (ResourceSlices, ResourceClaims, ResourceClaimTemplates:
+:mod:`optsched.snapshot.dra_facts`) are parsed here, once; other kinds are
+ignored. The same object twice (a
 concatenated dump) is read once (:mod:`optsched.snapshot.dedupe`). An object
 that cannot be read is left out with a warning
 (:mod:`optsched.snapshot.reading`) and the rest is planned: a Node, Workload or
@@ -30,6 +32,7 @@ from optsched.model.snapshot import AssumedPod, Node, Snapshot, Workload
 from optsched.snapshot.admitted import read_admitted
 from optsched.snapshot.dedupe import dedupe
 from optsched.snapshot.documents import read_documents
+from optsched.snapshot.dra_facts import DRA_KINDS, DraFacts, read_dra, unsupported_dra_version
 from optsched.snapshot.fields import describe, object_name, object_namespace
 from optsched.snapshot.held import held_pods
 from optsched.snapshot.kueue_objects import (
@@ -41,14 +44,15 @@ from optsched.snapshot.kueue_objects import (
     workload_state,
 )
 from optsched.snapshot.node_gpus import NodeGpuFacts, read_node_gpus
-from optsched.snapshot.nodes import BoundPod, parse_node, pod_node, pod_usage_request, usage_of
+from optsched.snapshot.nodes import parse_node
 from optsched.snapshot.queue_state import with_admissibility
 from optsched.snapshot.quota_usage import with_workload_usage
 from optsched.snapshot.reading import KUEUE_KINDS, Reader, api_group, unsupported_version
+from optsched.snapshot.usage import BoundPod, pod_node, pod_usage_request, usage_of
 
 _T = TypeVar("_T")
 
-READ_KINDS = frozenset({"Node", "Pod", "Namespace", NODE_GPUS_KIND, *KUEUE_KINDS})
+READ_KINDS = frozenset({"Node", "Pod", "Namespace", NODE_GPUS_KIND, *KUEUE_KINDS, *DRA_KINDS})
 
 
 def _by_kind(objects: Iterable[dict[str, Any]], reader: Reader) -> dict[str, list[dict[str, Any]]]:
@@ -60,6 +64,11 @@ def _by_kind(objects: Iterable[dict[str, Any]], reader: Reader) -> dict[str, lis
             if api_group(obj) != (OPTSCHED_GROUP if kind == NODE_GPUS_KIND else KUEUE_GROUP):
                 continue
             problem = unsupported_version(obj)
+            if problem is not None:
+                reader.leave_out(obj, f"{reader.source}: {describe(obj)}: {problem}")
+                continue
+        if kind in DRA_KINDS:
+            problem = unsupported_dra_version(obj)
             if problem is not None:
                 reader.leave_out(obj, f"{reader.source}: {describe(obj)}: {problem}")
                 continue
@@ -120,15 +129,16 @@ def snapshot_from_objects(
 
     raw_nodes = by_kind.get("Node", [])
     gpus = _node_gpus(by_kind.get(NODE_GPUS_KIND, []), {object_name(o) for o in raw_nodes}, reader)
-    parsed = each("Node", lambda obj: parse_node(obj, gpus))
+    dra = read_dra(by_kind, reader)
+    parsed = each("Node", lambda obj: parse_node(obj, gpus, dra.nodes))
     warnings = [*duplicate_warnings, *(warning for _, found in parsed for warning in found)]
     nodes = {node.name: node for node, _ in parsed if node is not None}
     pods = _readable_pods(by_kind.get("Pod", []), nodes, reader, gpus)
-    admitted, admitted_warnings = read_admitted(by_kind.get("Workload", []))
+    admitted, admitted_warnings = read_admitted(by_kind.get("Workload", []), dra.templates)
     skip = {a.workload for a in assumed}
     held, held_warnings = held_pods(admitted, [p.obj for p in pods], nodes, skip=skip)
-    usage, usage_warnings = usage_of(nodes, pods, (*assumed, *held))
-    pending = each("Workload", _pending_workload)
+    usage, usage_warnings = usage_of(nodes, pods, (*assumed, *held), dra.claimed(nodes))
+    pending = each("Workload", lambda obj: _pending_workload(obj, dra))
     cluster_queues, quota_warnings = with_workload_usage(each("ClusterQueue", parse_cluster_queue), admitted)
     warnings += [*admitted_warnings, *held_warnings, *quota_warnings, *usage_warnings]
     snapshot = Snapshot(
@@ -179,9 +189,9 @@ def _readable_pods(
     return readable
 
 
-def _pending_workload(obj: dict[str, Any]) -> Workload | None:
+def _pending_workload(obj: dict[str, Any], dra: DraFacts) -> Workload | None:
     """The Workload if it still waits (not admitted, finished or inactive), else None."""
-    return parse_workload(obj) if workload_state(obj) == Lifecycle.PENDING else None
+    return parse_workload(obj, dra.templates) if workload_state(obj) == Lifecycle.PENDING else None
 
 
 def load_snapshot(

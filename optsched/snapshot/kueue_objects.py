@@ -23,6 +23,7 @@ from optsched.model.snapshot import (
     ClusterQueue,
     FlavorQuota,
     LocalQueue,
+    PodRequest,
     PodSet,
     ResourceFlavor,
     ResourceGroup,
@@ -30,6 +31,7 @@ from optsched.model.snapshot import (
     Topology,
     Workload,
 )
+from optsched.snapshot.dra_demand import ClaimTemplates
 from optsched.snapshot.fields import (
     as_list,
     as_map,
@@ -40,6 +42,7 @@ from optsched.snapshot.fields import (
     get_map,
     get_str,
     mappings,
+    object_namespace,
     string_map,
 )
 from optsched.snapshot.pods import pod_request
@@ -112,7 +115,26 @@ def _counts(obj: dict[str, Any], raw: dict[str, Any], field: str) -> tuple[int, 
     return pod_count, min_count
 
 
-def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
+def _request(
+    obj: dict[str, Any], spec: dict[str, Any], field: str, templates: ClaimTemplates | None
+) -> PodRequest:
+    """One pod's request: its containers' resources plus the GPUs its claim templates take."""
+    request = pod_request(spec, obj=obj, field=field)
+    if templates is None:
+        return request
+    claimed = templates.pod_gpus(spec, namespace=object_namespace(obj), obj=obj, field=field)
+    if not claimed:
+        return request
+    if request.is_share:
+        raise InputError(
+            "asks for GPU shares and for whole GPUs through ResourceClaimTemplates; expected one of them",
+            obj=describe(obj),
+            field=f"{field}.resourceClaims",
+        )
+    return request.model_copy(update={"gpus": request.gpus + claimed})
+
+
+def _pod_set(obj: dict[str, Any], raw: Any, number: int, templates: ClaimTemplates | None) -> PodSet:
     field = f"spec.podSets[{number}]"
     if not isinstance(raw, dict):
         raise InputError("expected a mapping", obj=describe(obj), field=field)
@@ -145,7 +167,7 @@ def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
         name=str(name),
         count=pod_count,
         min_count=min_count,
-        request=pod_request(spec, obj=obj, field=f"{field}.template.spec"),
+        request=_request(obj, spec, f"{field}.template.spec", templates),
         node_selector=string_map(
             spec.get("nodeSelector"), obj=obj, field=f"{field}.template.spec.nodeSelector"
         ),
@@ -161,13 +183,19 @@ def _pod_set(obj: dict[str, Any], raw: Any, number: int) -> PodSet:
     )
 
 
-def parse_workload(obj: dict[str, Any]) -> Workload:
+def parse_workload(obj: dict[str, Any], templates: ClaimTemplates | None = None) -> Workload:
+    """A Workload's PodSets and queue facts.
+
+    With ``templates``, a pod template naming a ResourceClaimTemplate asks for
+    the GPUs the template takes (:mod:`optsched.snapshot.dra_demand`); one
+    that is missing is an :class:`InputError`. Without, claims are not read.
+    """
     pod_sets_raw = get_list(obj, "spec.podSets", required=True)
     if not pod_sets_raw:
         raise InputError("must list at least one PodSet", obj=describe(obj), field="spec.podSets")
     _check_status_fields(obj)
     reservation = ws.reservation(obj)
-    pod_sets = tuple(_pod_set(obj, raw, i) for i, raw in enumerate(pod_sets_raw))
+    pod_sets = tuple(_pod_set(obj, raw, i, templates) for i, raw in enumerate(pod_sets_raw))
     names = [ps.name for ps in pod_sets]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:

@@ -6,7 +6,8 @@ cannot hide itself here. Only the model's own matching rules (taint
 toleration, selector requirements) are reused, because they *are* the
 Kubernetes semantics. Every message names the workload, the pod and the node.
 Per-node capacity and GPUs are checked in :mod:`~optsched.validate.devices`,
-quota in :mod:`~optsched.validate.quota`.
+GPU UUIDs and enforcement in :mod:`~optsched.validate.enforcement`, quota in
+:mod:`~optsched.validate.quota`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from optsched.model.snapshot import (
     Workload,
 )
 from optsched.validate.devices import DeviceBook
+from optsched.validate.enforcement import UuidBook
 from optsched.validate.quota import Charges, charge, check_quota, offered
 
 
@@ -52,6 +54,7 @@ class _Checker:
         self.snapshot = snapshot
         self.nodes = {n.name: n for n in snapshot.nodes}
         self.devices = DeviceBook(snapshot)
+        self.uuids = UuidBook()
         self.charges: Charges = {}
         self.violations: list[str] = []
 
@@ -181,6 +184,7 @@ class _Checker:
         for taint in _not_tolerated(node.taints, tolerations):
             self.fail(f"{where}: node taint {taint.key}={taint.value}:{taint.effect} not tolerated")
         self.violations += self.devices.book(where, node, ps, pod)
+        self.violations += self.uuids.book(where, node, ps, pod)
         return node
 
     # -- topology -----------------------------------------------------------------------------

@@ -105,12 +105,16 @@ def test_gated_pods_of_ready_workloads_are_pinned_in_the_cycle():
     ]
     pods = [o.pod("a-0", plan_id=plan_id, index=0), o.pod("a-1", plan_id=plan_id, index=1)]
     again = controller(objects, pods)
-    result = asyncio.run(again.cycle())
-    assert result.pinned == 2
-    targets = sorted(w.target for w in again.writer.sent if w.target.startswith("pods/"))
-    assert targets == ["pods/default/a-0", "pods/default/a-1"]
-    gpus = sorted(w.body["metadata"]["annotations"]["optsched.io/gpus"] for w in again.writer.sent)
-    assert gpus == ["0,1,2,3", "4,5,6,7"]
+    assert asyncio.run(again.cycle()).pinned == 1, "one pod at a time on a device-plugin node"
+    [first] = again.writer.sent
+    assert first.target == "pods/default/a-0"
+    assert first.body["metadata"]["annotations"]["optsched.io/gpus"] == "0,1,2,3"
+    bound = o.pod("a-0", plan_id=plan_id, gated=False, pinned_index=0, node="n1")
+    after = controller(objects, [bound, pods[1]])
+    assert asyncio.run(after.cycle()).pinned == 1
+    [second] = after.writer.sent
+    assert second.target == "pods/default/a-1"
+    assert second.body["metadata"]["annotations"]["optsched.io/gpus"] == "4,5,6,7"
 
 
 def test_a_follower_plans_but_writes_nothing():
@@ -191,11 +195,12 @@ def test_a_cycle_runs_five_timed_phases_and_only_the_last_one_writes():
     result = asyncio.run(again.cycle())
     assert [phase for phase, _ in result.phases] == ["read", "build-input", "plan", "decide", "act"]
     assert all(seconds >= 0 for _, seconds in result.phases)
-    assert result.plan is not None and len(result.decisions.pins) == 2
+    # Both pods of a are planned on device-plugin node n1: one gets its GPUs before the other is pinned.
+    assert result.plan is not None and [p.name for p in result.decisions.pins] == ["a-0"]
+    assert any(w.startswith("default/a-1: waits for default/a-0") for w in result.decisions.waiting)
     targets = [w.target for w in again.writer.sent]
-    assert targets[:2] == ["pods/default/a-0", "pods/default/a-1"]
-    assert targets[2:] == ["workloads/default/b", "workloads/default/b"]
-    ready = again.writer.sent[3].body["status"]["admissionChecks"][0]
+    assert targets == ["pods/default/a-0", "workloads/default/b", "workloads/default/b"]
+    ready = again.writer.sent[2].body["status"]["admissionChecks"][0]
     assert ready["state"] == "Ready" and ready["lastTransitionTime"] == "2026-01-01T00:01:00Z"
     samples = again.metrics.registry.get_sample_value(
         "optsched_cycle_phase_duration_seconds_count", {"phase": "plan"}

@@ -120,7 +120,7 @@ def test_bound_predicted_pods_are_counted_as_agreed_drifted_or_unconfirmed():
         read_pod(o.pod("a-2", plan_id="p1", gated=False, pinned_index=2, node="n2")),
     ]
     read_back = ReadBack.of([_node_gpus("n1", {"a-0": [3, 2], "a-1": [4, 5]})])
-    counts = prediction_outcomes(pods, records, read_back)
+    counts = prediction_outcomes(pods, records.values(), read_back)
     assert counts == {"agreed": 1, "drifted": 1, "unconfirmed": 1}
     metrics = Metrics()
     metrics.observe_predictions(counts)

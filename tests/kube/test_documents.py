@@ -55,3 +55,12 @@ def test_items_of_a_list_response() -> None:
     }
     items = items_of(pods_kind, body, "v1")
     assert [(i["kind"], i["metadata"]["name"]) for i in items] == [("Pod", "a")]
+
+
+def test_dra_kinds_are_listed_quietly_claims_cluster_wide_templates_per_namespace() -> None:
+    dra = {k.kind: k for k in KINDS if k.group == "resource.k8s.io"}
+    assert set(dra) == {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"}
+    assert all(
+        k.optional and k.quiet_if_absent and k.api_versions()[0] == "resource.k8s.io/v1" for k in dra.values()
+    )
+    assert not dra["ResourceClaim"].by_namespace and dra["ResourceClaimTemplate"].by_namespace

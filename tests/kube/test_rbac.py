@@ -39,10 +39,12 @@ def test_every_kind_the_snapshot_lists_can_be_read_and_watched() -> None:
 
 
 def test_nothing_the_snapshot_reads_may_be_deleted() -> None:
+    """Except ResourceClaims, and only one at a time: DRA mode deletes its own stale or orphaned claims."""
     role = _cluster_role()
     assert [
         k.plural for k in KINDS if {"delete", "deletecollection", "*"} & _granted(role, k.group, k.plural)
-    ] == []
+    ] == ["resourceclaims"]
+    assert {"deletecollection", "*"} & _granted(role, "resource.k8s.io", "resourceclaims") == set()
 
 
 def _documents() -> list[dict[str, Any]]:

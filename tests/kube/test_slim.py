@@ -8,8 +8,8 @@ from typing import Any
 from optsched.controller.views import read_pod
 from optsched.kube.documents import clean_item
 from optsched.kube.slim import slim_pod
-from optsched.snapshot.nodes import pod_node, pod_usage_request
 from optsched.snapshot.pods import gpu_indices
+from optsched.snapshot.usage import pod_node, pod_usage_request
 
 POD: dict[str, Any] = {
     "metadata": {

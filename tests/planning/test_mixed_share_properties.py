@@ -33,7 +33,7 @@ from optsched.model.placement import PodPlacement
 from optsched.model.plan import Plan, PlanStatus, PodSetPlacement, WorkloadDecision
 from optsched.model.snapshot import FULL_GPU_MILLI, Node, PodRequest, PodSet, Snapshot, Workload
 from optsched.settings import Settings
-from optsched.snapshot.nodes import node_usage
+from optsched.snapshot.usage import node_usage
 from tests.builders import node, pods, snapshot, workload
 
 MEMORY = 16_384

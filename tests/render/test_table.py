@@ -25,7 +25,7 @@ def test_header_names_status_policy_gap_and_stages(small_snapshot: Snapshot, sma
 def test_admitted_rows_show_compact_nodes_and_gpu_indices(small_snapshot: Snapshot, small_plan: Plan) -> None:
     rows = _section(render_table(small_snapshot, small_plan), "ADMITTED")
     train = next(r for r in rows if "ml/train" in r)
-    assert "2 x 8" in train and "h100-01..02[0-7]" in train and "h100" in train.split()[-1]
+    assert "2 x 8" in train and "h100-01..02[0-7]" in train and "h100" in train.split()[-2]
     notebook = next(r for r in rows if "ml/notebook" in r)
     assert "1 x 0.25" in notebook and "h100-03[2]" in notebook
 
