@@ -13,27 +13,33 @@ gives each whole-GPU pod exactly that pick, pods taken in the prediction order:
 each pod's pick leaves the free set before the next. The free set is the
 node's healthy GPUs free before the plan, less the GPUs the plan gives shares
 there. The prediction holds when the pods are bound on the node one at a time
-in that order (the controller ungates them so).
+in that order, so the controller must ungate them so.
 
 A policy places pods first; :func:`predict_placement` then replaces their
 whole-GPU indices node by node. The policy's own indices are kept as a promise:
 every ``nvlink: required`` pod in one NVLink island, and on each node, per pod
-size, at least as many pods inside one island as the policy placed there
-(what the solver's NVLink stage counted). Where the predicted picks keep that
-promise, every pod is predicted and the NVLink objective is unchanged. Where
-they do not, the longest run of predicted pods (in the order) is kept after
-which the rest can still keep the promise: the rest take island-aware indices
-(each pod that needs one gets the tightest island that holds it, the others
-as few islands as possible), and the first pod that deviates and every pod after
-it on the node are marked ``enforcement: none``, since the node's real free set
-differs from the plan's from then on (a rest pod whose set happens to be
-the pick, all before it being picks too, stays predicted). If no run works, the node keeps the
-policy's indices, all marked ``none``. So the NVLink objective never pays for
-the prediction and no set over-commits a GPU; what a conflict costs is
-prediction, on that node only.
+size, at least as many pods inside one island as the policy placed there (at
+least what the solver's NVLink stage counted). Where the picks keep that
+promise, every pod is predicted. Where they do not, the longest run of picks
+(in the order) after which the other pods can still keep the promise is kept;
+those others take island-aware indices (a pod that needs an island the
+tightest island that holds it, the rest as few islands as possible). From the
+first pod off its pick on, every pod of the node is marked ``enforcement:
+none``: the node's real free set differs from the plan's from there. If no run
+works, the node keeps the policy's indices, all marked ``none``. No set ever
+over-commits a GPU.
+
+What this costs the NVLink objective: nothing in the plan itself, since the
+in-island counts it scores never drop. The costs are elsewhere: pods marked
+``none`` where a promise and a pick conflict (their GPUs are then up to the
+device plugin, and the agent's read-back reports what they got), and the
+island-aware choice's care for later plans is NVIDIA's, not optsched's: a
+1-GPU pod takes the lowest free GPU even where it opens a whole NVLink pair,
+where the island-aware choice took a GPU of an already broken island.
 
 Picks are memoised by (board, free set, size): nodes of one kind in one state
-cost one search, and the exact search is bounded (see the allocator module).
+cost one search, and the exact search is bounded
+(:mod:`optsched.topology.best_effort`).
 """
 
 from __future__ import annotations

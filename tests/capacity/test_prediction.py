@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from optsched.capacity.baseline import Baseline
 from optsched.capacity.prediction import predict_placement
 from optsched.capacity.state import ClusterState
@@ -130,3 +133,67 @@ def test_the_baseline_start_state_carries_the_board() -> None:
     boards = {s.name: s.board for s in Baseline.reuse(snap, None).state.nodes}
     assert boards == {"n1": A100_BOARD, "n2": None, "cpu": None}
     assert ClusterState.from_snapshot(snap).by_name["n1"].copy().board == A100_BOARD
+
+
+@st.composite
+def node_plans(draw: st.DrawFn) -> tuple[Snapshot, Placement]:
+    """A bridged or switched node, some GPUs busy, and 1..5 single-pod workloads a policy placed there."""
+    islands = draw(st.sampled_from([PAIRS, [list(range(8))], [[0, 1, 2, 3], [4, 5, 6, 7]]]))
+    busy = draw(st.sets(st.integers(0, 7), max_size=4))
+    free = set(range(8)) - busy
+    jobs, gpus = [], []
+    for i in range(draw(st.integers(1, 5))):
+        size = draw(st.integers(1, 4))
+        required = size >= 2 and draw(st.booleans())
+        fitting = [sorted(free & set(island)) for island in islands if len(free & set(island)) >= size]
+        if (required and not fitting) or size > len(free):
+            continue
+        chosen = min(fitting)[:size] if required else sorted(draw(st.permutations(sorted(free))))[:size]
+        free -= set(chosen)
+        jobs.append(
+            workload(f"w{i}", pods(1, size, nvlink_required=required), priority=draw(st.integers(0, 2)))
+        )
+        gpus.append(chosen)
+    n1 = node("n1", islands=[list(i) for i in islands]).model_copy(update={"numa": SOCKETS})
+    snap = snapshot([n1], jobs, usage=used(*busy))
+    return snap, placed(snap, gpus)
+
+
+def _in_island(n1: Node, gpus: Sequence[int]) -> bool:
+    return any(set(gpus) <= set(island) for island in n1.nvlink_islands)
+
+
+@given(node_plans())
+@settings(max_examples=150, deadline=None)
+def test_the_prediction_never_over_commits_and_keeps_every_island_promise(
+    case: tuple[Snapshot, Placement],
+) -> None:
+    snap, placement = case
+    [n1] = snap.nodes
+    start = ClusterState.from_snapshot(snap).nodes[0]
+    assert start.board is not None
+    before = [placement.admitted[w.key].pods["main"][0] for w in snap.workloads]
+    after = predicted(snap, placement)
+    sizes = [w.pod_sets[0].request.gpus for w in snap.workloads]
+    assert [len(pod.gpus or ()) for pod in after] == sizes
+    taken = [g for pod in after for g in pod.gpus or ()]
+    assert len(taken) == len(set(taken)) and set(taken) <= set(start.fully_free_gpus())
+    for w, pod in zip(snap.workloads, after, strict=True):
+        if w.pod_sets[0].nvlink_required:
+            assert _in_island(n1, pod.gpus or ())
+    for size in set(sizes) - {1}:
+        inside = [
+            sum(1 for p, s in zip(pods_, sizes, strict=True) if s == size and _in_island(n1, p.gpus or ()))
+            for pods_ in (before, after)
+        ]
+        assert inside[1] >= inside[0]
+    # In the prediction order, pods are the best-effort sequence until the first one marked none.
+    order = sorted(range(len(after)), key=lambda i: (-sizes[i], snap.workloads[i].queue_key))
+    left = list(start.fully_free_gpus())
+    for n, i in enumerate(order):
+        if after[i].enforcement == Enforcement.NONE:
+            assert all(after[j].enforcement == Enforcement.NONE for j in order[n:])
+            break
+        pick = best_effort(left, sizes[i], start.board)
+        assert after[i].gpus == pick
+        left = [g for g in left if g not in pick]
