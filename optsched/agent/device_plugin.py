@@ -9,8 +9,10 @@ which GPUs each pod received. This module plays both parts for whole GPUs
   a GPU that has since turned unhealthy;
 * a pod that is gone frees its GPUs;
 * a new pod's containers are served in order, each with the device plugin's
-  best-effort choice (``optsched.agent.allocator``) among the free, healthy,
-  whole GPUs (a GPU with MIG enabled is not handed out whole);
+  best-effort choice (``optsched.topology.best_effort``, scored on the
+  node's NVLink islands and NUMA nodes exactly as the planner scores it)
+  among the free, healthy, whole GPUs (a GPU with MIG enabled is not handed
+  out whole);
 * a pod that does not fit gets nothing and is rejected, as kubelet's admission
   rejects it; its containers' earlier picks are released.
 
@@ -24,10 +26,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.agent.allocator import best_effort
 from optsched.agent.devices import Discovery
+from optsched.agent.islands import board_of
 from optsched.agent.podresources import ContainerDevices, PodDevices
 from optsched.model.names import GPU_RESOURCE
+from optsched.topology.best_effort import Board, best_effort
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ def allocate(
         for gpu in discovery.gpus
         if gpu.index not in taken and gpu.index not in unhealthy and not gpu.mig_enabled
     ]
+    board = board_of(discovery)
     held: list[PodDevices] = []
     rejected: list[Rejected] = []
     seen: set[tuple[str, str]] = set()
@@ -89,7 +93,7 @@ def allocate(
         if key in kept:
             held.append(kept[key])
             continue
-        admitted = _admit(pod, free, discovery)
+        admitted = _admit(pod, free, discovery, board)
         if isinstance(admitted, Rejected):
             rejected.append(admitted)
             continue
@@ -104,7 +108,7 @@ def _indices(pods: Iterable[PodDevices], index_of: Mapping[str, int]) -> set[int
     return {index_of[i] for p in pods for c in p.containers for i in c.ids(GPU_RESOURCE) if i in index_of}
 
 
-def _admit(pod: GpuPod, free: list[int], discovery: Discovery) -> PodDevices | Rejected:
+def _admit(pod: GpuPod, free: list[int], discovery: Discovery, board: Board) -> PodDevices | Rejected:
     left = list(free)
     containers = []
     for name, count in pod.containers:
@@ -118,7 +122,7 @@ def _admit(pod: GpuPod, free: list[int], discovery: Discovery) -> PodDevices | R
                 f"container {name} asks for {count} {GPU_RESOURCE}, only {len(left)} free and healthy "
                 f"({_csv(left) or 'none'})",
             )
-        chosen = best_effort(left, count, discovery)
+        chosen = best_effort(left, count, board)
         uuids = tuple(discovery.by_index(i).uuid for i in chosen)
         containers.append(ContainerDevices(name, ((GPU_RESOURCE, uuids),)))
         left = [g for g in left if g not in chosen]

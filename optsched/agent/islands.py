@@ -18,13 +18,17 @@ of more than :data:`MAX_EXACT_GPUS` GPUs that is not a clique is refused with
 ``ValueError`` rather than searched for an unbounded time or answered
 approximately (no real node comes close: NVML sees at most the GPUs of one
 board).
+
+:func:`board_of` hands the same islands, with each GPU's NUMA node, to NVIDIA's
+best-effort choice as the emulated device plugin makes it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from optsched.agent.devices import NvLink
+from optsched.agent.devices import Discovery, NvLink
+from optsched.topology.best_effort import Board
 
 MAX_EXACT_GPUS = 64
 """The largest connected group of GPUs, not itself a clique, whose islands are searched."""
@@ -41,6 +45,22 @@ def islands(
     for component in _components(adjacency):
         found.extend(_split(adjacency, component))
     return tuple(sorted(found, key=lambda island: island[0]))
+
+
+def board_of(discovery: Discovery) -> Board:
+    """The board NVIDIA's best-effort choice is scored on, from what the agent publishes for the node.
+
+    Its islands, and NUMA per GPU index only where every GPU's is known (the
+    topology annotation and ``NodeGPUs`` publish all or none), so the planner,
+    reading those, builds the same board.
+    """
+    gpus = sorted(discovery.gpus, key=lambda g: g.index)
+    numa = tuple(g.numa for g in gpus)
+    return Board(
+        len(gpus),
+        islands(len(gpus), discovery.nvlinks, discovery.nvswitch),
+        numa if None not in numa else (),
+    )
 
 
 def _adjacency(gpu_count: int, nvlinks: Iterable[NvLink], nvswitch: frozenset[int]) -> list[int]:

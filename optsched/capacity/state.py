@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from optsched.model.snapshot import FULL_GPU_MILLI, Node, NodeUsage, PodRequest, Snapshot
+from optsched.model.snapshot import FULL_GPU_MILLI, GpuMode, Node, NodeUsage, PodRequest, Snapshot
+from optsched.topology.best_effort import Board
 
 UNLIMITED_TASKS = 1 << 20
 """Tasks a GPU takes where the node sets no split count."""
@@ -42,6 +43,9 @@ class NodeState:
     tasks_total: int = UNLIMITED_TASKS
     hami: bool = False
     """Shares naming no memory take all of a GPU's memory here (HAMi's default)."""
+    board: Board | None = None
+    """Where NVIDIA's device plugin hands whole GPUs out (a device-plugin node, not HAMi): the board its
+    best-effort choice is scored on, so the plan can predict it (``optsched.capacity.prediction``)."""
     _fully_free: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
     """Cache of :meth:`fully_free_gpus`; :meth:`take` and :meth:`give_back` reset it."""
 
@@ -87,6 +91,7 @@ class NodeState:
             gpu_tasks=[max(0, t) if h else 0 for t, h in zip(tasks, healthy, strict=True)],
             tasks_total=total,
             hami=node.hami,
+            board=device_plugin_board(node),
         )
 
     def copy(self) -> NodeState:
@@ -108,6 +113,7 @@ class NodeState:
             gpu_tasks=list(self.gpu_tasks),
             tasks_total=self.tasks_total,
             hami=self.hami,
+            board=self.board,
         )
 
     # -- GPU facts -----------------------------------------------------------------------------
@@ -268,6 +274,22 @@ class NodeState:
     def in_one_island(self, gpus: Iterable[int]) -> bool:
         chosen = set(gpus)
         return any(chosen <= set(island) for island in self.islands)
+
+
+def device_plugin_board(node: Node) -> Board | None:
+    """The board NVIDIA's best-effort choice scores on ``node``; None where no device plugin chooses.
+
+    That is a DRA node (kube-scheduler allocates what the claim names), a HAMi
+    node (HAMi's own plugin chooses) or a node without GPUs. NUMA is used only
+    where the node names it for every GPU, as the agent does.
+    """
+    if node.gpu_mode != GpuMode.DEVICE_PLUGIN or node.hami or node.gpu_count < 1:
+        return None
+    numa = node.numa if len(node.numa) == node.gpu_count else ()
+    try:
+        return Board(node.gpu_count, node.nvlink_islands, numa)
+    except ValueError:
+        return None  # islands the snapshot reader let through but no board holds: predict nothing
 
 
 def pick_whole_gpus(islands: list[tuple[int, ...]], free: set[int], count: int) -> list[int] | None:

@@ -35,6 +35,12 @@ READ_BACK_SECONDS = 120.0
 """How long a bound predicted pod keeps its node busy while no agent lists its devices."""
 
 
+def in_node_order(slot: PodPlacement) -> bool:
+    """A slot on a device-plugin node that gets its GPUs in the plan's order (predicted ones, and the
+    pods after the first one off its prediction, which must not get theirs before it)."""
+    return slot.node_order is not None and slot.enforcement != Enforcement.DRA
+
+
 def _slot(pod: PodView, records: Records) -> tuple[PodPlacement, float] | None:
     """The predicted slot a pinned pod took, and its record's plan time; None for any other pod."""
     if pod.plan_id is None or pod.slot_index is None:
@@ -45,7 +51,7 @@ def _slot(pod: PodView, records: Records) -> tuple[PodPlacement, float] | None:
         return None
     pod_set = pod_set_in(pod, record)
     slot = next((s for s in record.slots(pod_set or "") if s.index == pod.slot_index), None)
-    if slot is None or slot.enforcement != Enforcement.PREDICTED:
+    if slot is None or not in_node_order(slot):
         return None
     return slot, record.planned_at
 
@@ -86,7 +92,7 @@ def in_plan_order(
     waiting: list[str] = []
     first: dict[str, PodPin] = {}
     for pin in pins:
-        if pin.ungate_only or pin.slot.enforcement != Enforcement.PREDICTED:
+        if pin.ungate_only or not in_node_order(pin.slot):
             kept.append(pin)
             continue
         node = pin.slot.node
@@ -102,10 +108,7 @@ def in_plan_order(
         waiting += [
             f"{p.key}: waits for {chosen.key} to get its GPUs on {node} first (plan order)"
             for p in pins
-            if p is not chosen
-            and p.slot.node == node
-            and p.slot.enforcement == Enforcement.PREDICTED
-            and node not in busy
+            if p is not chosen and p.slot.node == node and in_node_order(p.slot) and node not in busy
         ]
     return tuple(kept), tuple(waiting)
 
@@ -123,7 +126,7 @@ def prediction_outcomes(
     counts = dict.fromkeys(PREDICTION_STATES, 0)
     for pod in pods:
         found = _slot(pod, records) if pod.live and pod.node is not None else None
-        if found is None or pod.node is None:
+        if found is None or pod.node is None or found[0].enforcement != Enforcement.PREDICTED:
             continue
         held = read_back.held.get(pod.node, {}).get((pod.namespace, pod.name))
         if held is None:

@@ -10,6 +10,13 @@ node (FirstFit, BestFit, FGD, ...). The optimizer is measured against these.
 ``tas_placement`` mimics Kueue Topology-Aware Scheduling: each gang goes to
 the lowest-level topology domain that can hold it, tightest first, pods
 packed onto the most-allocated nodes, and GPU indices left to chance.
+
+Both end as every policy does: on device-plugin nodes the whole-GPU pods take
+the GPUs NVIDIA's device plugin will give them
+(:func:`optsched.capacity.prediction.predict_placement`), the walk's own
+indices standing as the NVLink promise that prediction keeps. So TAS's plan
+shows what its pods really get there, and ``island_aware=False`` shows its
+lowest free indices only where a plan's indices are enforced as planned (DRA).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from optsched.capacity.baseline import Baseline
 from optsched.capacity.eligibility import Candidates
 from optsched.capacity.fit import pods_that_fit
 from optsched.capacity.fragmentation import node_key
+from optsched.capacity.prediction import predict_placement
 from optsched.capacity.state import NodeState
 from optsched.errors import InputError
 from optsched.kueue.quota import QuotaLedger, pod_quota_amounts, scaled
@@ -59,21 +67,18 @@ def greedy_placement(
     lowest free GPU indices instead of the chooser's NVLink-aware pick (pods
     marked ``nvlink_required`` still get one island).
     """
-    greedy = _Greedy(
-        Baseline.reuse(snapshot, baseline),
-        chooser,
-        topology_aware=topology_aware,
-        island_aware=island_aware,
-        tas=False,
-    )
-    return greedy.run(ordered_workloads(snapshot, order))
+    base = Baseline.reuse(snapshot, baseline)
+    greedy = _Greedy(base, chooser, topology_aware=topology_aware, island_aware=island_aware, tas=False)
+    placement = greedy.run(ordered_workloads(snapshot, order))
+    return predict_placement(placement, snapshot.workloads, base.state.by_name)
 
 
 def tas_placement(snapshot: Snapshot, baseline: Baseline | None = None) -> Placement:
     """Kueue TAS-style placement: lowest-level domain that holds the gang, BestFit, no lookahead."""
     base = Baseline.reuse(snapshot, baseline)
     greedy = _Greedy(base, MostAllocated(), topology_aware=True, island_aware=False, tas=True)
-    return greedy.run(ordered_workloads(snapshot, "queue"))
+    placement = greedy.run(ordered_workloads(snapshot, "queue"))
+    return predict_placement(placement, snapshot.workloads, base.state.by_name)
 
 
 class _Greedy:

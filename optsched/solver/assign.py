@@ -19,6 +19,10 @@ The model's constraints guarantee every step succeeds; if one does not, the
 model and this code disagree, which is a bug, so it raises instead of
 returning a plan that cannot be realised. On a node with index-unknown usage,
 whole-GPU pods and shares on untouched GPUs get ``gpus=None``.
+
+Last, on device-plugin nodes the whole-GPU pods take the GPUs NVIDIA's device
+plugin will give them (:func:`optsched.capacity.prediction.predict_placement`),
+steps 1-2's indices standing as the island promise that prediction keeps.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
+from optsched.capacity.prediction import predict_placement
 from optsched.capacity.state import NodeState
 from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
 from optsched.solver.variables import PodSetVars, Variables
@@ -72,7 +77,8 @@ def build_placement(variables: Variables, value: Value) -> Placement:
             first = ps.candidates[0].flavor if ps.candidates else None
             assignment.flavors[ps.pod_set.name] = used[0] if used else first
         placement.admitted[entry.workload.key] = assignment
-    return placement
+    start = {state.name: state for state in variables.problem.nodes}
+    return predict_placement(placement, (entry.workload for entry in variables.workloads), start)
 
 
 class _Node:

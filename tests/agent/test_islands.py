@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optsched.agent.devices import NvLink
-from optsched.agent.islands import MAX_EXACT_GPUS, islands
+from optsched.agent.islands import MAX_EXACT_GPUS, board_of, islands
 from optsched.agent.profile import resolve_profiles
+from tests.agent.boxes import box, bridged_a100, hybrid_cube_mesh
 
 
 def links(*pairs: tuple[int, int]) -> list[NvLink]:
@@ -122,3 +123,13 @@ def test_islands_follow_the_rule_on_any_small_graph(graph: tuple[int, set[tuple[
     n, raw = graph
     edges = {(min(a, b), max(a, b)) for a, b in raw if a != b}
     assert islands(n, [NvLink(a, b, 1) for a, b in edges], frozenset()) == reference(n, edges)
+
+
+def test_the_board_the_best_effort_choice_scores_is_the_published_islands_and_numa() -> None:
+    a100 = board_of(bridged_a100())
+    assert a100.islands == ((0, 1), (2, 3), (4, 5), (6, 7))
+    assert a100.numa == (0, 0, 0, 0, 1, 1, 1, 1)
+    assert board_of(hybrid_cube_mesh()).islands == ((0, 1, 2, 3), (4, 5, 6, 7))
+    # NUMA is published for every GPU or for none; a board with one unknown knows none.
+    partial = board_of(box(2, numa=(0, None)))
+    assert partial.numa == () and partial.islands == ((0,), (1,))

@@ -8,6 +8,7 @@ from optsched.model.plan import PlanStatus
 from optsched.model.snapshot import (
     ClusterQueue,
     FlavorQuota,
+    GpuMode,
     LocalQueue,
     NodeUsage,
     ResourceFlavor,
@@ -171,13 +172,19 @@ def test_min_count_admits_as_many_pods_as_fit() -> None:
 
 
 def test_island_aware_picks_a_whole_island_and_lowest_index_does_not() -> None:
+    # On a DRA node the plan's indices are what the pod gets, so the walk's choice is the plan's.
     pairs = [[0, 1], [2, 3]]
     usage = {"n1": NodeUsage(gpu_milli=(1000, 0, 0, 0))}
-    snap = snapshot([node("n1", gpus=4, islands=pairs)], [workload("job", pods(1, 2))], usage=usage)
+    dra = node("n1", gpus=4, islands=pairs).model_copy(update={"gpu_mode": GpuMode.DRA})
+    snap = snapshot([dra], [workload("job", pods(1, 2))], usage=usage)
     aware = greedy_placement(snap, FirstFit())
     assert aware.admitted["default/job"].pods["main"][0].gpus == (2, 3)
     naive = greedy_placement(snap, FirstFit(), island_aware=False)
     assert naive.admitted["default/job"].pods["main"][0].gpus == (1, 2)
+    # On a device-plugin node the device plugin chooses, whatever the walk took: the plan says its pick.
+    plugin = snapshot([node("n1", gpus=4, islands=pairs)], [workload("job", pods(1, 2))], usage=usage)
+    naive = greedy_placement(plugin, FirstFit(), island_aware=False)
+    assert naive.admitted["default/job"].pods["main"][0].gpus == (2, 3)
 
 
 def test_nvlink_required_skips_nodes_without_a_free_island() -> None:

@@ -3,9 +3,10 @@
 On a device-plugin node kubelet asks NVIDIA's device plugin for a preferred
 allocation, and the plugin answers with go-gpuallocator's best-effort policy.
 Nobody can steer that choice for one pod, so optsched predicts it: the planner
-plans the set the plugin will choose, and a simulated node's emulated plugin
-(``optsched.agent.device_plugin``) hands out exactly that set. The policy as
-NVIDIA describes it:
+plans the set the plugin will choose (``optsched.capacity.prediction``), and a
+simulated node's emulated plugin (``optsched.agent.device_plugin``) hands out
+exactly that set. Both call this module with the same :class:`Board`, so they
+agree by construction. The policy as NVIDIA describes it:
 
 * every pair of GPUs has a score: 100 points per NVLink between them, plus
   points for how close they sit on PCIe;
@@ -20,15 +21,23 @@ Splitting everything, rather than taking the single best group, looks a little
 ahead: a request of 2 on a box of NVLink pairs takes a whole pair and leaves
 the other pairs whole.
 
-What optsched does differently, on purpose:
+The pair score is computed from what the planner knows of a node, its NVLink
+islands and each GPU's NUMA node (the ``optsched.io/gpu-topology`` annotation
+or ``NodeGPUs``), not from link counts and PCIe levels:
 
-* A :class:`~optsched.agent.devices.Discovery` has no PCIe levels, so the PCIe
-  part of a pair's score comes from NUMA: GPUs on the same NUMA node score as
-  PCIe's "same CPU" level (20), others as "across CPUs" (10).
-* GPUs on an NVSwitch board score as fully linked, 18 links apart (an H100's
-  NVLink count); NVIDIA's allocator counts no links between them.
-* The leftover group is never the answer (only full groups are).
-* Ties go to the first split and group in ascending GPU index order.
+* two GPUs of one island count as joined by :data:`ISLAND_LINKS` NVLinks, two
+  GPUs of different islands by none. On an NVSwitch board every pair is in one
+  island, so the link term is the same for every split and only NUMA decides,
+  as in NVIDIA's allocator, which counts no links between switched GPUs. On a
+  box of bridged pairs the term decides, as NVIDIA's per-link count does. On a
+  box whose link graph is not a union of cliques (a DGX-1 hybrid cube mesh),
+  the links between islands are not counted, where NVIDIA's allocator counts
+  them: the two can differ there;
+* the PCIe part comes from NUMA: GPUs on the same NUMA node score as PCIe's
+  "same CPU" level (20), others (or where NUMA is not known) as "across CPUs"
+  (10);
+* the leftover group is never the answer (only full groups are);
+* ties go to the first split and group in ascending GPU index order.
 
 Cost: the exact search is a memoised walk over the splits (the lowest free GPU
 always starts the next group). On 8 free GPUs it weighs at most a few hundred
@@ -43,14 +52,13 @@ ahead. The counts are deterministic, so the same request gets the same answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import combinations
-
-from optsched.agent.devices import Discovery
 
 NVLINK_POINTS = 100
 """Per NVLink bonded between two GPUs."""
-SWITCH_LINKS = 18
-"""Two GPUs on one NVSwitch board score as if this many NVLinks joined them."""
+ISLAND_LINKS = 12
+"""Two GPUs of one NVLink island score as if this many NVLinks joined them (an A100 bridge's count)."""
 SAME_NUMA_POINTS = 20
 CROSS_NUMA_POINTS = 10
 EXACT_LIMIT = 16
@@ -64,31 +72,70 @@ _Solution = tuple[int, tuple[tuple[_Group, bool], ...]]
 _Score = Callable[[Sequence[int]], int]
 
 
-def pair_score(discovery: Discovery, a: int, b: int) -> int:
-    """How well GPUs ``a`` and ``b`` talk to each other: NVLink points plus a NUMA stand-in for PCIe."""
+@dataclass(frozen=True)
+class Board:
+    """A node's GPUs as the choice scores them: GPU indices ``0..gpu_count-1``, islands and NUMA nodes.
+
+    A GPU no island names stands alone; ``numa`` holds one entry per GPU index,
+    or is empty where the node does not say.
+    """
+
+    gpu_count: int
+    islands: tuple[tuple[int, ...], ...] = ()
+    numa: tuple[int | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.gpu_count < 0:
+            raise ValueError(f"a board has at least 0 GPUs, got {self.gpu_count}")
+        if self.numa and len(self.numa) != self.gpu_count:
+            raise ValueError(f"numa lists {len(self.numa)} GPUs, the board has {self.gpu_count}")
+        seen: set[int] = set()
+        for island in self.islands:
+            for gpu in island:
+                if not 0 <= gpu < self.gpu_count or gpu in seen:
+                    raise ValueError(
+                        f"NVLink islands {[list(i) for i in self.islands]} must name each of GPUs "
+                        f"0..{self.gpu_count - 1} at most once"
+                    )
+                seen.add(gpu)
+
+    def island_numbers(self) -> list[int]:
+        """Per GPU index: a number shared by the GPUs of its island (a lone GPU's own number)."""
+        numbers = list(range(len(self.islands), len(self.islands) + self.gpu_count))
+        for number, island in enumerate(self.islands):
+            for gpu in island:
+                numbers[gpu] = number
+        return numbers
+
+
+def pair_score(board: Board, a: int, b: int) -> int:
+    """How well GPUs ``a`` and ``b`` talk to each other: island links plus a NUMA stand-in for PCIe."""
     if a == b:
         return 0
-    links = sum(link.count for link in discovery.nvlinks if {link.a, link.b} == {a, b})
-    if a in discovery.nvswitch and b in discovery.nvswitch:
-        links = max(links, SWITCH_LINKS)
-    numa_a, numa_b = discovery.by_index(a).numa, discovery.by_index(b).numa
-    near = numa_a is not None and numa_a == numa_b
+    island = board.island_numbers()
+    return _pair(island, board.numa, a, b)
+
+
+def _pair(island: Sequence[int], numa: Sequence[int | None], a: int, b: int) -> int:
+    links = ISLAND_LINKS if island[a] == island[b] else 0
+    near = bool(numa) and numa[a] is not None and numa[a] == numa[b]
     return links * NVLINK_POINTS + (SAME_NUMA_POINTS if near else CROSS_NUMA_POINTS)
 
 
 def best_effort(
-    free: Sequence[int], size: int, discovery: Discovery, required: Sequence[int] = ()
+    free: Sequence[int], size: int, board: Board, required: Sequence[int] = ()
 ) -> tuple[int, ...]:
     """The ``size`` GPUs (ascending) NVIDIA's best-effort policy picks from ``free``, ``required`` among them.
 
     Raises ValueError for a request that cannot be met: ``size`` below 1 or
     above the free count, required GPUs that are not free or more than
-    ``size``, repeated indices, or an index the discovery does not know.
+    ``size``, repeated indices, or an index the board does not have.
     """
-    gpus = _checked(free, size, discovery, required)
+    gpus = _checked(free, size, board, required)
     if size == len(gpus):
         return gpus
-    table = {(a, b): pair_score(discovery, a, b) for a, b in combinations(gpus, 2)}
+    island = board.island_numbers()
+    table = {(a, b): _pair(island, board.numa, a, b) for a, b in combinations(gpus, 2)}
 
     def score(group: Sequence[int]) -> int:
         return sum(table[pair] for pair in combinations(sorted(group), 2))
@@ -101,7 +148,7 @@ def best_effort(
     return _greedy(gpus, size, tuple(sorted(required)), table)
 
 
-def _checked(free: Sequence[int], size: int, discovery: Discovery, required: Sequence[int]) -> _Group:
+def _checked(free: Sequence[int], size: int, board: Board, required: Sequence[int]) -> _Group:
     gpus = tuple(sorted(free))
     if len(set(gpus)) != len(gpus):
         raise ValueError(f"free GPUs {list(free)} repeat an index")
@@ -115,9 +162,9 @@ def _checked(free: Sequence[int], size: int, discovery: Discovery, required: Seq
         raise ValueError(f"required GPUs {sorted(set(required) - set(gpus))} are not free")
     if len(required) > size:
         raise ValueError(f"{len(required)} required GPUs do not fit an allocation of {size}")
-    known = {gpu.index for gpu in discovery.gpus}
-    if not set(gpus) <= known:
-        raise ValueError(f"GPUs {sorted(set(gpus) - known)} are not among the node's GPUs {sorted(known)}")
+    unknown = [g for g in gpus if not 0 <= g < board.gpu_count]
+    if unknown:
+        raise ValueError(f"GPUs {unknown} are not among the node's GPUs 0..{board.gpu_count - 1}")
     return gpus
 
 

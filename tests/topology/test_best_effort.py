@@ -9,10 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from optsched.agent import allocator
-from optsched.agent.allocator import best_effort, pair_score
-from optsched.agent.devices import Discovery
-from tests.agent.boxes import TWO_SOCKETS, box, bridged_a100, hybrid_cube_mesh, switch_board
+from optsched.topology import best_effort as allocator
+from optsched.topology.best_effort import Board, best_effort, pair_score
+from tests.topology.boards import bridged_a100, hybrid_cube_mesh, switch_board
 
 # -- an oracle: every split enumerated plainly, placeholders padding the count, as the policy describes ----
 
@@ -29,14 +28,14 @@ def _splits(positions: list[int], size: int) -> Iterator[list[tuple[int, ...]]]:
             yield [group, *tail]
 
 
-def oracle(free: Sequence[int], size: int, discovery: Discovery, required: Sequence[int]) -> tuple[int, ...]:
+def oracle(free: Sequence[int], size: int, board: Board, required: Sequence[int]) -> tuple[int, ...]:
     gpus = sorted(free)
     pad = -len(gpus) % size
     real = len(gpus)
 
     def score(group: Sequence[int]) -> int:
         members = [gpus[p] for p in group if p < real]
-        return sum(pair_score(discovery, a, b) for a, b in combinations(members, 2))
+        return sum(pair_score(board, a, b) for a, b in combinations(members, 2))
 
     def full_with_required(group: tuple[int, ...]) -> bool:
         return all(p < real for p in group) and set(required) <= {gpus[p] for p in group}
@@ -54,31 +53,32 @@ def oracle(free: Sequence[int], size: int, discovery: Discovery, required: Seque
     return tuple(gpus[p] for p in chosen)
 
 
-Request = tuple[list[int], int, Discovery, list[int]]
+Request = tuple[list[int], int, Board, list[int]]
 
 
 @st.composite
 def requests(draw: st.DrawFn) -> Request:
     count = draw(st.integers(2, 7))
-    pairs = list(combinations(range(count), 2))
-    links = [(a, b, draw(st.integers(1, 4))) for a, b in draw(st.lists(st.sampled_from(pairs), unique=True))]
-    switch = draw(st.lists(st.integers(0, count - 1), unique=True))
-    numa = draw(st.lists(st.sampled_from([0, 1, None]), min_size=count, max_size=count))
-    discovery = box(count, links, switch, numa)
+    labels = draw(st.lists(st.integers(0, 3), min_size=count, max_size=count))
+    islands = tuple(tuple(g for g in range(count) if labels[g] == label) for label in sorted(set(labels)))
+    numa = draw(
+        st.one_of(st.just(()), st.lists(st.sampled_from([0, 1, None]), min_size=count, max_size=count))
+    )
+    board = Board(count, islands, tuple(numa))
     free = draw(st.lists(st.integers(0, count - 1), min_size=1, unique=True))
     size = draw(st.integers(1, len(free)))
     required = draw(st.lists(st.sampled_from(free), max_size=size, unique=True))
-    return draw(st.permutations(free)), size, discovery, required
+    return draw(st.permutations(free)), size, board, required
 
 
 @given(requests())
 @settings(max_examples=300, deadline=None)
 def test_the_choice_is_the_best_group_of_the_best_split(
-    request: tuple[list[int], int, Discovery, list[int]],
+    request: tuple[list[int], int, Board, list[int]],
 ) -> None:
-    free, size, discovery, required = request
-    chosen = best_effort(free, size, discovery, required)
-    assert chosen == oracle(free, size, discovery, required)
+    free, size, board, required = request
+    chosen = best_effort(free, size, board, required)
+    assert chosen == oracle(free, size, board, required)
     assert len(chosen) == size and set(required) <= set(chosen) <= set(free)
     assert list(chosen) == sorted(chosen)
 
@@ -106,7 +106,7 @@ def test_a_hybrid_cube_mesh_keeps_its_quads_whole() -> None:
 
 
 def test_a_switch_board_is_taken_whole_before_pcie_gpus() -> None:
-    mixed = box(8, switch=range(4), numa=(0, 0, 1, 1, 0, 0, 1, 1))
+    mixed = Board(8, ((0, 1, 2, 3),), (0, 0, 1, 1, 0, 0, 1, 1))
     assert best_effort([6, 0, 4, 1, 2, 5, 3], 4, mixed) == (0, 1, 2, 3)
 
 
@@ -115,12 +115,34 @@ def test_on_a_full_switch_board_a_half_stays_on_one_socket() -> None:
     assert best_effort([1, 2, 3, 4, 5, 6], 3, switch_board()) in {(1, 2, 3), (4, 5, 6)}
 
 
-def test_pair_scores_rank_nvlink_over_numa() -> None:
+def test_pair_scores_rank_an_island_over_numa() -> None:
     a100 = bridged_a100()
     bridged, same_socket, cross_socket = (pair_score(a100, *p) for p in [(0, 1), (0, 2), (0, 4)])
     assert bridged > same_socket > cross_socket > 0
+    assert pair_score(Board(2), 0, 1) == cross_socket  # NUMA not known: as far apart as two sockets
+
+
+def test_on_a_switch_board_every_pair_has_the_same_link_term() -> None:
     board = switch_board()
-    assert pair_score(board, 0, 7) > bridged > pair_score(box(2), 0, 1)
+    scores = {(a, b): pair_score(board, a, b) for a, b in combinations(range(8), 2)}
+    # Only NUMA tells pairs apart: the link term is the same for every pair, so for every split.
+    assert len(set(scores.values())) == 2
+    a100 = bridged_a100()
+    assert scores[(0, 1)] - scores[(0, 7)] == pair_score(a100, 0, 2) - pair_score(a100, 0, 4)
+
+
+def test_links_between_islands_are_not_counted() -> None:
+    mesh = hybrid_cube_mesh()
+    assert pair_score(mesh, 0, 4) == pair_score(Board(8, (), mesh.numa), 0, 4)
+
+
+def test_a_board_that_names_a_gpu_twice_or_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="at most once"):
+        Board(4, ((0, 1), (1, 2)))
+    with pytest.raises(ValueError, match="at most once"):
+        Board(2, ((0, 2),))
+    with pytest.raises(ValueError, match="numa lists 1 GPUs"):
+        Board(2, (), (0,))
 
 
 # -- determinism, required GPUs, edges ------------------------------------------------------------------
@@ -166,11 +188,11 @@ def test_a_request_that_cannot_be_met_is_a_value_error(
 
 def test_past_the_exact_limit_the_greedy_choice_still_takes_linked_gpus() -> None:
     count = allocator.EXACT_LIMIT + 8
-    pairs = box(count, [(i, i + 1, 12) for i in range(0, count, 2)])
+    pairs = Board(count, tuple((i, i + 1) for i in range(0, count, 2)))
     free = [1, *range(4, count)]
     assert best_effort(free, 2, pairs) == (4, 5)
     assert {8, 9} <= set(best_effort(free, 3, pairs, required=[9]))
-    board = box(count, switch=range(8, 16))
+    board = Board(count, (tuple(range(8, 16)),))
     assert best_effort(range(count), 8, board) == tuple(range(8, 16))
 
 
@@ -182,5 +204,5 @@ def test_an_exact_search_over_budget_falls_back_to_the_greedy_choice(monkeypatch
 
 
 def test_numa_unknown_everywhere_still_gives_a_deterministic_answer() -> None:
-    flat = box(len(TWO_SOCKETS))
+    flat = Board(8)
     assert best_effort(range(8), 3, flat) == (0, 1, 2)
