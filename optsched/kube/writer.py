@@ -251,6 +251,15 @@ class Writer:
                 if exc.status != 409:
                     raise
 
+    async def delete(self, api_version: str, plural: str, name: str, *, namespace: str | None = None) -> None:
+        """Delete an object; one already gone is fine."""
+        if self._record("delete", _target(plural, namespace, name), None):
+            try:
+                await self._client().request("DELETE", api_version, plural, namespace=namespace, name=name)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+
     async def apply(
         self,
         api_version: str,
