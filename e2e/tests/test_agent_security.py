@@ -50,7 +50,9 @@ def installed(cluster: E2ECluster) -> Iterator[None]:
     created_ns = cluster.get("v1", "Namespace", NAMESPACE) is None
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     objects = [
-        d for f in ("serviceaccount.yaml", "rbac.yaml", "policy.yaml") for d in load_yaml_docs(AGENT / f)
+        d
+        for f in ("serviceaccount.yaml", "rbac.yaml", "policy.yaml", "resourceslice-policy.yaml")
+        for d in load_yaml_docs(AGENT / f)
     ]
     cluster.apply(objects, namespace=NAMESPACE)
     unbound = agent_client(cluster, token(cluster))
