@@ -173,6 +173,7 @@ class NodeAgent:
                 planned[key] = indices
                 uids[key] = str(meta.get("uid", ""))
         found = find_drift(planned, held_indices(held, device_index(discovery)))
+        giver = "kube-scheduler allocated its claims" if self.dra(view) else "the device plugin gave"
         events = []
         for d in found:
             seen = (d.namespace, d.name, d.held)
@@ -187,8 +188,8 @@ class NodeAgent:
                     d.name,
                     uids.get((d.namespace, d.name), ""),
                     "GPUDrift",
-                    f"planned GPUs {_csv(d.planned)} (optsched.io/gpus) on {self.node}, but the device "
-                    f"plugin gave GPUs {_csv(d.held)}; the next plan counts the GPUs it really holds",
+                    f"planned GPUs {_csv(d.planned)} (optsched.io/gpus) on {self.node}, but {giver} "
+                    f"GPUs {_csv(d.held)}; the next plan counts the GPUs it really holds",
                 )
             )
         return found, events

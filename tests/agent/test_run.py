@@ -204,3 +204,37 @@ def test_a_node_no_longer_labelled_dra_loses_its_slice_and_gets_device_plugin_ca
     assert ("DELETE", "/apis/resource.k8s.io/v1/resourceslices/d1-gpu.nvidia.com", None) in rec.writes
     (capacity,) = [b for m, p, b in rec.writes if p.endswith("/nodes/d1/status")]
     assert capacity["status"]["capacity"]["nvidia.com/gpu"] == "8"
+
+
+def test_on_a_dra_node_the_gpus_a_pod_holds_come_from_its_allocated_claim(tmp_path: Path) -> None:
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "team",
+            "uid": "u",
+            "annotations": {"optsched.io/gpus": "0,1"},
+        },
+        "spec": {
+            "nodeName": "d1",
+            "resourceClaims": [{"name": "gpus", "resourceClaimName": "optsched-p"}],
+            "containers": [{"name": "c", "resources": {"claims": [{"name": "gpus"}]}}],
+        },
+    }
+    results = [
+        {"request": "gpus-0", "driver": "gpu.nvidia.com", "pool": "d1", "device": f"gpu-{m}"} for m in (2, 3)
+    ]
+    claim = {
+        "kind": "ResourceClaim",
+        "metadata": {"name": "optsched-p", "namespace": "team"},
+        "status": {
+            "allocation": {"devices": {"results": results}},
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}],
+        },
+    }
+    (report,) = asyncio.run(dra_runner([dra_node(), pod, claim], Recorder(), tmp_path).pass_once())
+    (held,) = report.status["pods"]
+    assert held["containers"][0]["gpuIndices"] == [2, 3]
+    assert [(d.planned, d.held) for d in report.drift] == [((0, 1), (2, 3))]
+    (event,) = [e for e in report.events if e.reason == "GPUDrift"]
+    assert "kube-scheduler allocated its claims GPUs 2,3" in event.message
