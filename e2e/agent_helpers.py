@@ -5,8 +5,8 @@ told about (their ``optsched.io/hardware-profile`` label names the shipped
 profile), as a subprocess a test can stop, kill and restart. :func:`served_nodes`
 labels the small profile's nodes, installs the ``NodeGPUs`` CRD and, when the
 test is done, puts the nodes back as they were (annotation, labels, MIG
-capacity) and deletes the ``NodeGPUs`` objects, so later tests see the
-cluster they expect.
+capacity) and deletes the ``NodeGPUs`` objects and the ResourceSlices the agent
+published for DRA nodes, so later tests see the cluster they expect.
 """
 
 from __future__ import annotations
@@ -25,14 +25,24 @@ from typing import Any
 
 from e2e.kube import ApiError
 from e2e.testing import E2ECluster
+from optsched.agent.resource_slices import slice_name
+from optsched.model.names import RESOURCE_API
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "manifests" / "crd" / "nodegpus.yaml"
 NODE_GPUS_API = "optsched.io/v1alpha1"
 PROFILE_LABEL = "optsched.io/hardware-profile"
 TOPOLOGY = "optsched.io/gpu-topology"
-HARDWARE = {"h100": "dgx-h100", "a100": "a100-pcie-bridged", "t4": "t4"}
-"""The small e2e profile's pools and the shipped hardware profile each one models."""
+HARDWARE = {
+    "h100": "dgx-h100",
+    "a100": "a100-pcie-bridged",
+    "t4": "t4",
+    "h200": "hgx-h200",
+    "gb200": "gb200-tray",
+    "a100-sxm": "hgx-a100-sxm",
+    "a100-pcie": "a100-pcie-bridged",
+}
+"""The e2e profiles' pools (small, then large) and the shipped hardware profile each one models."""
 
 
 class AgentProcess:
@@ -127,6 +137,10 @@ def _restore(cluster: E2ECluster, before: dict[str, dict[str, Any]]) -> None:
     for obj in cluster.list(NODE_GPUS_API, "NodeGPUs"):
         with contextlib.suppress(ApiError):
             cluster.delete(obj)
+    for obj in cluster.list(RESOURCE_API, "ResourceSlice"):
+        if obj["metadata"]["name"] in {slice_name(name) for name in before}:
+            with contextlib.suppress(ApiError):
+                cluster.delete({**obj, "apiVersion": RESOURCE_API, "kind": "ResourceSlice"})
 
 
 @contextlib.contextmanager

@@ -60,6 +60,8 @@ from e2e.versions import asset_dir, current_binaries, load_resolved
 from optsched.snapshot.kubeyaml import dump_yaml
 
 E2E_DIR = Path(__file__).resolve().parent
+DEVICE_CLASS = E2E_DIR.parent / "manifests" / "dra" / "deviceclass.yaml"
+"""NVIDIA's ``gpu.nvidia.com`` DeviceClass plus ``extendedResourceName: nvidia.com/gpu`` (users get it)."""
 STAGES_FILE = E2E_DIR / "stages" / "stages.yaml"
 #: Kueue reads its metrics serving cert from this fixed path when it does not manage certs.
 KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
@@ -260,6 +262,8 @@ def _bring_up(
                 120,
             )
         step("kube-controller-manager and kube-scheduler healthy")
+        kube.apply(DEVICE_CLASS)
+        step("DeviceClass gpu.nvidia.com applied (DRA, extended resource nvidia.com/gpu)")
 
         # Kueue: CRDs, namespace, certs, config, manager, webhooks
         ca = certs.ca.cert.read_bytes()

@@ -189,6 +189,17 @@ def _alive(p: Proc) -> bool:
 # --- command lines ----------------------------------------------------------------------
 
 SERVICE_CIDR = "10.0.0.0/24"
+DRA_FEATURE_GATES = "DRAExtendedResource=true"
+"""DRA-backed extended resources (a DeviceClass's ``extendedResourceName``), on in apiserver (the field),
+kube-scheduler (serving ``nvidia.com/gpu`` from a ResourceSlice) and kube-controller-manager (the claims
+it creates). Beta and on by default in Kubernetes 1.36; set anyway, so the cluster does not depend on a
+default changing. DRA itself (``resource.k8s.io/v1``, the scheduler's DynamicResources plugin) is GA."""
+DRA_RUNTIME_CONFIG = "resource.k8s.io/v1=true"
+
+
+def feature_gates(extra: str = "") -> str:
+    """The DRA gates plus ``extra`` (``OPTSCHED_E2E_FEATURE_GATES``), which wins where both set a gate."""
+    return ",".join(g for g in (DRA_FEATURE_GATES, extra.strip(",")) if g)
 
 
 @dataclass(frozen=True)
@@ -226,7 +237,7 @@ def etcd_args(binary: Path, data: Path, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver_args(binary: Path, certs: Path, ports: Ports, feature_gates: str = "") -> list[str]:
+def apiserver_args(binary: Path, certs: Path, ports: Ports, gates: str = "") -> list[str]:
     args = [
         str(binary),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
@@ -249,11 +260,11 @@ def apiserver_args(binary: Path, certs: Path, ports: Ports, feature_gates: str =
         # The loopback address cannot be an Endpoints IP; no in-cluster client needs it.
         "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
+        f"--runtime-config={DRA_RUNTIME_CONFIG}",
+        f"--feature-gates={feature_gates(gates)}",
         "--profiling=false",
         "--v=1",
     ]
-    if feature_gates:
-        args.append(f"--feature-gates={feature_gates}")
     return args
 
 
@@ -273,6 +284,7 @@ def controller_manager_args(binary: Path, certs: Path, kubeconfig: Path, ports: 
         # Fake nodes send no heartbeats: without this controller they would be
         # tainted unreachable and their pods evicted after ~40 s.
         "--controllers=*,-node-lifecycle-controller",
+        f"--feature-gates={feature_gates()}",
         "--v=1",
     ]
 
@@ -287,6 +299,7 @@ def scheduler_args(binary: Path, certs: Path, kubeconfig: Path, ports: Ports) ->
         f"--secure-port={ports.scheduler}",
         f"--cert-dir={certs / 'scheduler'}",
         "--leader-elect=false",
+        f"--feature-gates={feature_gates()}",
         "--v=1",
     ]
 

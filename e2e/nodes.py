@@ -4,6 +4,10 @@ The nodes look to every consumer (kube-scheduler, Kueue TAS, optsched's
 snapshot reader) like GPU nodes labelled by NVIDIA GPU Feature Discovery: GFD
 labels, ``nvidia.com/gpu`` capacity, Kueue TAS topology labels, and the
 ``optsched.io/gpu-topology`` annotation that optsched's node agent would write.
+Nodes of a ``dra`` pool keep the GFD labels but have no ``nvidia.com/gpu``
+capacity (NVIDIA's DRA driver runs there, not its device plugin) and carry
+``optsched.io/simulated-dra=true``: the simulated agent publishes their GPUs as a
+ResourceSlice.
 
 ``python -m e2e.nodes --profile small [--kubeconfig FILE] [--print]`` creates
 them in any cluster that runs KWOK (the local harness, or kind with KWOK
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from e2e.profiles import Pool, Profile, load_profile
+from optsched.agent.resource_slices import SIMULATED_DRA_LABEL
 from optsched.snapshot.kubeyaml import dump_yaml_all
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
@@ -96,7 +101,10 @@ def node_object(p: Placement, profile: Profile) -> dict[str, Any]:
         )
         if g.clique_size:
             labels["nvidia.com/gpu.clique"] = f"{pool.name}-fabric.{p.index // g.clique_size}"
-        resources["nvidia.com/gpu"] = str(g.count)
+        if pool.dra:
+            labels[SIMULATED_DRA_LABEL] = "true"
+        else:
+            resources["nvidia.com/gpu"] = str(g.count)
         topo = gpu_topology(pool, profile.unhealthy.get(p.name, []))
         if topo:
             annotations[GPU_TOPOLOGY_ANNOTATION] = topo

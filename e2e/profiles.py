@@ -5,6 +5,12 @@ laid out in order onto racks of ``layout.nodesPerRack`` nodes (a pool always
 starts a new rack, because real racks hold one kind of machine), and
 consecutive racks form blocks of ``layout.racksPerBlock``.  That gives tests a
 deterministic topology: node names, racks and blocks are the same on every run.
+
+A pool with ``dra: true`` stands for nodes where NVIDIA's DRA driver hands the
+GPUs out: no ``nvidia.com/gpu`` capacity, a ResourceSlice instead (published by
+the simulated agent). A profile may be a variant of another: ``extends: large``
+takes that profile's layout and pools, and a top-level ``dra: true`` makes every
+GPU pool of it a DRA pool (the same fleet, the same queue, the other mode).
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ class Pool:
     pods: int
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[Taint] = field(default_factory=list)
+    #: GPUs handed out by DRA (a ResourceSlice the simulated agent publishes), not a device plugin
+    dra: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,10 @@ class Profile:
     def gpu_count(self) -> int:
         return sum(p.count * (p.gpu.count if p.gpu else 0) for p in self.pools)
 
+    def pools_where(self, *, dra: bool) -> list[Pool]:
+        """The GPU pools whose GPUs DRA hands out (``dra=True``) or a device plugin does."""
+        return [p for p in self.pools if p.gpu is not None and p.dra == dra]
+
 
 def profile_path(name_or_path: str) -> Path:
     """Accept a bare profile name (``small``) or a path to a YAML file."""
@@ -89,11 +101,32 @@ def load_profile(name_or_path: str) -> Profile:
     if not path.exists():
         known = ", ".join(sorted(q.stem for q in PROFILES_DIR.glob("*.yaml")))
         raise ProfileError(f"profile {name_or_path!r} not found ({path}); known: {known}")
+    return parse_profile(_load_doc(path, set()), str(path))
+
+
+def _load_doc(path: Path, seen: set[Path]) -> Any:
+    """The profile document, with the document it ``extends`` merged under it."""
     try:
         doc = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ProfileError(f"{path}: invalid YAML: {exc}") from exc
-    return parse_profile(doc, str(path))
+    if not isinstance(doc, dict) or "extends" not in doc:
+        return doc
+    base_name = doc["extends"]
+    if not isinstance(base_name, str):
+        raise ProfileError(f"{path}.extends: expected a profile name, got {base_name!r}")
+    base_path = profile_path(base_name)
+    if base_path.resolve() in seen | {path.resolve()} or not base_path.exists():
+        raise ProfileError(f"{path}.extends: {base_name!r} is not a profile this one can extend")
+    base = _load_doc(base_path, seen | {path.resolve()})
+    if not isinstance(base, dict):
+        raise ProfileError(f"{base_path}: expected a mapping at top level")
+    merged = {**base, **{k: v for k, v in doc.items() if k != "extends"}}
+    if doc.get("dra") is True:
+        merged["pools"] = [
+            {**p, "dra": True} if isinstance(p, dict) and p.get("gpu") else p for p in merged["pools"]
+        ]
+    return merged
 
 
 def _req(d: dict[str, Any], key: str, where: str, typ: type | tuple[type, ...]) -> Any:
@@ -125,6 +158,15 @@ def _parse_gpu(d: dict[str, Any], where: str) -> GPU:
         numa=numa,
         clique_size=int(d.get("cliqueSize", 0)),
     )
+
+
+def _dra(pool: dict[str, Any], where: str) -> bool:
+    value = pool.get("dra", False)
+    if not isinstance(value, bool):
+        raise ProfileError(f"{where}.dra: expected true or false, got {value!r}")
+    if value and not pool.get("gpu"):
+        raise ProfileError(f"{where}.dra: a pool without GPUs cannot be a DRA pool")
+    return value
 
 
 def parse_profile(doc: Any, where: str = "profile") -> Profile:
@@ -167,6 +209,7 @@ def parse_profile(doc: Any, where: str = "profile") -> Profile:
                 pods=int(p.get("pods", 110)),
                 labels={str(k): str(v) for k, v in (p.get("labels") or {}).items()},
                 taints=taints,
+                dra=_dra(p, pw),
             )
         )
     unhealthy = {str(k): [int(x) for x in v] for k, v in (doc.get("unhealthy") or {}).items()}

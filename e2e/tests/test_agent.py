@@ -1,6 +1,6 @@
 """Simulated node agents on the real control plane: what they publish, health, drift and MIG layouts.
 
-One agent process serves the small profile's 16 fake GPU nodes (each labelled
+One agent process serves the small profile's 20 fake GPU nodes (each labelled
 with the shipped hardware profile it models). The planner then reads what
 the agents published: UUIDs and islands, an unhealthy GPU nothing new lands
 on, and the GPUs a pod really holds where the emulated device plugin chose
@@ -89,11 +89,13 @@ def test_agents_publish_node_gpus_and_the_annotation_the_planner_reads(
         "h100": [[0, 1, 2, 3, 4, 5, 6, 7]],
         "a100": [[0, 1], [2, 3], [4, 5], [6, 7]],
         "t4": [[0], [1], [2], [3]],
+        "h200": [[0, 1, 2, 3, 4, 5, 6, 7]],
     }
     for node in cluster.gpu_nodes():
         name = node["metadata"]["name"]
         status = node_gpus(cluster, name)["status"]
-        assert len(status["gpus"]) == int(node["status"]["capacity"][GPU]), name
+        # GFD's count: DRA nodes have no nvidia.com/gpu capacity (their GPUs are in a ResourceSlice).
+        assert len(status["gpus"]) == int(node["metadata"]["labels"]["nvidia.com/gpu.count"]), name
         assert status["backend"] == "simulated"
         assert status["nvlinkIslands"] == expected_islands[name.rsplit("-", 1)[0]], name
         annotation = topology_of(cluster, name)

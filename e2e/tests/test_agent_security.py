@@ -50,7 +50,9 @@ def installed(cluster: E2ECluster) -> Iterator[None]:
     created_ns = cluster.get("v1", "Namespace", NAMESPACE) is None
     cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     objects = [
-        d for f in ("serviceaccount.yaml", "rbac.yaml", "policy.yaml") for d in load_yaml_docs(AGENT / f)
+        d
+        for f in ("serviceaccount.yaml", "rbac.yaml", "policy.yaml", "resourceslice-policy.yaml")
+        for d in load_yaml_docs(AGENT / f)
     ]
     cluster.apply(objects, namespace=NAMESPACE)
     unbound = agent_client(cluster, token(cluster))
@@ -289,6 +291,48 @@ def test_a_node_bound_token_changes_only_gpu_capacity_of_its_own_node(
             lambda: agent.patch("v1", "Node", a.name, addresses, subresource="status"),
             "capacity and allocatable",
         )
+
+
+def _slice(node: Node, driver: str = "gpu.nvidia.com") -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node.name}-gpu.nvidia.com"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node.name,
+            "pool": {"name": node.name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [],
+        },
+    }
+
+
+def test_a_node_bound_token_writes_only_the_gpu_resource_slice_of_its_own_node(
+    cluster: E2ECluster, nodes: tuple[Node, Node]
+) -> None:
+    a, b = nodes
+    with agent_client(cluster, token(cluster)) as unbound:
+
+        def enforced() -> bool:
+            try:
+                unbound.create(_slice(a), dry_run=True)
+            except ApiError as exc:
+                return exc.status == 403 and "bound to no node" in str(exc)
+            return False
+
+        cluster.wait(enforced, "the ResourceSlice policy to deny an unbound token")
+    with agent_client(cluster, node_token(cluster, a)) as agent:
+        created = agent.create(_slice(a), dry_run=True)
+        assert created["spec"]["nodeName"] == a.name
+        for other, words in (
+            (_slice(b), f"{b.name}-gpu.nvidia.com"),
+            (_slice(a, "example.com"), "gpu.nvidia.com"),
+        ):
+            with pytest.raises(ApiError) as info:
+                agent.create(other, dry_run=True)
+            message = str(info.value)
+            assert info.value.status == 403 and "optsched-agent-resourceslice-restriction" in message, message
+            assert f"on node {a.name}" in message and words in message, message
 
 
 def test_a_token_bound_to_no_node_writes_nothing(cluster: E2ECluster, nodes: tuple[Node, Node]) -> None:

@@ -26,10 +26,10 @@ from e2e.versions import binary_path, read_pins, resolved_version
 def test_small_profile_shape() -> None:
     profile = load_profile("small")
     nodes = {n["metadata"]["name"]: n for n in node_objects(profile)}
-    assert len(nodes) == 16 and profile.gpu_count == 112
+    assert len(nodes) == 20 and profile.gpu_count == 144
     labels = [n["metadata"]["labels"] for n in nodes.values()]
-    assert len({lb["cloud.provider.com/topology-rack"] for lb in labels}) == 4
-    assert len({lb["cloud.provider.com/topology-block"] for lb in labels}) == 2
+    assert len({lb["cloud.provider.com/topology-rack"] for lb in labels}) == 5
+    assert len({lb["cloud.provider.com/topology-block"] for lb in labels}) == 3
     h100 = nodes["h100-000"]
     assert h100["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
     assert h100["status"]["allocatable"]["nvidia.com/gpu"] == "8"
@@ -43,6 +43,43 @@ def test_small_profile_shape() -> None:
     for lb in labels:
         racks.setdefault(lb["cloud.provider.com/topology-rack"], set()).add(lb["nvidia.com/gpu.product"])
     assert all(len(products) == 1 for products in racks.values())
+
+
+def test_the_small_profile_is_mixed_and_its_dra_nodes_have_no_device_plugin_capacity() -> None:
+    profile = load_profile("small")
+    assert [p.name for p in profile.pools_where(dra=True)] == ["h200"]
+    assert [p.name for p in profile.pools_where(dra=False)] == ["h100", "a100", "t4"]
+    nodes = {n["metadata"]["name"]: n for n in node_objects(profile)}
+    h200 = nodes["h200-003"]
+    labels = h200["metadata"]["labels"]
+    assert labels["optsched.io/simulated-dra"] == "true"
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H200" and labels["nvidia.com/gpu.count"] == "8"
+    assert "nvidia.com/gpu" not in h200["status"]["capacity"]
+    assert "nvidia.com/gpu" not in h200["status"]["allocatable"]
+    assert labels["cloud.provider.com/topology-block"] == "block-02", "a new block: the others keep theirs"
+    assert "optsched.io/simulated-dra" not in nodes["h100-000"]["metadata"]["labels"]
+
+
+def test_the_large_dra_variant_is_the_large_fleet_with_every_gpu_pool_on_dra() -> None:
+    large, dra = load_profile("large"), load_profile("large-dra")
+    assert dra.name == "large-dra" and dra.node_count == large.node_count == 1000
+    assert dra.gpu_count == large.gpu_count and not large.pools_where(dra=True)
+    assert [p.name for p in dra.pools_where(dra=True)] == [p.name for p in large.pools_where(dra=False)]
+    by_name = {n["metadata"]["name"]: n for n in node_objects(dra)}
+    same = {n["metadata"]["name"]: n for n in node_objects(large)}
+    assert set(by_name) == set(same)
+    assert all("nvidia.com/gpu" not in n["status"]["capacity"] for n in by_name.values())
+
+
+def test_a_profile_can_extend_only_a_profile(tmp_path: Path) -> None:
+    bad = tmp_path / "p.yaml"
+    bad.write_text("extends: nope\n")
+    with pytest.raises(ProfileError, match="extends"):
+        load_profile(str(bad))
+    loop = tmp_path / "loop.yaml"
+    loop.write_text(f"extends: {loop}\n")
+    with pytest.raises(ProfileError, match="extends"):
+        load_profile(str(loop))
 
 
 def test_large_profile_has_1000_nodes_in_small_racks() -> None:
@@ -70,6 +107,11 @@ def test_large_profile_has_1000_nodes_in_small_racks() -> None:
                                                              "nvlinkIslands": [[0, 5]]}}],
             },
             "nvlinkIslands",
+        ),
+        (
+            {"layout": {"nodesPerRack": 4, "racksPerBlock": 2},
+             "pools": [{"name": "c", "count": 1, "dra": True}]},
+            "without GPUs",
         ),
     ],
 )  # fmt: skip

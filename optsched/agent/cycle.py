@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from optsched.agent.backend import GpuBackend
+from optsched.agent.claim_held import claim_holdings
 from optsched.agent.devices import Discovery, XidEvent
 from optsched.agent.drift import Drift, find_drift, held_indices, planned_indices
 from optsched.agent.health import HEALTHY, GpuHealth, critical_events, next_health
@@ -32,6 +33,8 @@ from optsched.agent.publish import (
     pods_view,
     topology_annotation,
 )
+from optsched.agent.resource_slices import SliceWrite, devices, is_dra_node, slice_write
+from optsched.agent.simulated import simulated_pcie_root
 from optsched.model.events import Event, EventType
 
 
@@ -42,6 +45,10 @@ class NodeView:
     node: Mapping[str, Any]
     node_gpus: Mapping[str, Any] | None
     pods: tuple[Mapping[str, Any], ...] = ()
+    resource_slice: Mapping[str, Any] | None = None
+    """The node's ``gpu.nvidia.com`` ResourceSlice (read only for simulated nodes)."""
+    claims: tuple[Mapping[str, Any], ...] = ()
+    """The ResourceClaims with GPUs allocated on the node (read only for simulated nodes)."""
 
     @property
     def name(self) -> str:
@@ -64,6 +71,8 @@ class NodeReport:
     mig: MigOutcome | None
     unhealthy: tuple[int, ...]
     ignored_xids: frozenset[int] = frozenset()
+    resource_slice: SliceWrite | None = None
+    """What to do with the node's ResourceSlice; None where the agent never writes one (real nodes)."""
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -164,6 +173,7 @@ class NodeAgent:
                 planned[key] = indices
                 uids[key] = str(meta.get("uid", ""))
         found = find_drift(planned, held_indices(held, device_index(discovery)))
+        giver = "kube-scheduler allocated its claims" if self.dra(view) else "the device plugin gave"
         events = []
         for d in found:
             seen = (d.namespace, d.name, d.held)
@@ -178,11 +188,20 @@ class NodeAgent:
                     d.name,
                     uids.get((d.namespace, d.name), ""),
                     "GPUDrift",
-                    f"planned GPUs {_csv(d.planned)} (optsched.io/gpus) on {self.node}, but the device "
-                    f"plugin gave GPUs {_csv(d.held)}; the next plan counts the GPUs it really holds",
+                    f"planned GPUs {_csv(d.planned)} (optsched.io/gpus) on {self.node}, but {giver} "
+                    f"GPUs {_csv(d.held)}; the next plan counts the GPUs it really holds",
                 )
             )
         return found, events
+
+    def dra(self, view: NodeView) -> bool:
+        """A simulated DRA node: its GPUs go out through a ResourceSlice, not a device plugin."""
+        return self.simulated and is_dra_node(view.node)
+
+    def _held(self, view: NodeView, discovery: Discovery, unhealthy: frozenset[int]) -> list[PodDevices]:
+        if self.dra(view):
+            return claim_holdings(self.node, view.pods, view.claims, discovery)
+        return self.held_source.held(view.pods, _part(view.node_gpus, "status"), discovery, unhealthy)
 
     def cycle(self, view: NodeView) -> NodeReport:
         """One pass; raises BackendError when the GPUs cannot be read at all (the runner reports it)."""
@@ -192,15 +211,14 @@ class NodeAgent:
         events.extend(recovered)
         assert self.health is not None
         unhealthy = frozenset(i for i, h in self.health.items() if h.state == "Unhealthy")
-        status_in = _part(view.node_gpus, "status")
-        held = self.held_source.held(view.pods, status_in, discovery, unhealthy)
+        held = self._held(view, discovery, unhealthy)
         mig = None
         if self.journal is not None:
             mig = mig_step(self, view, discovery, held, rolled_back=bool(recovered))
             events.extend(self._node_event(view, e.reason, e.message, e.type) for e in mig.events)
             if mig.changed:
                 discovery, _ = self._discover()
-                held = self.held_source.held(view.pods, status_in, discovery, unhealthy)
+                held = self._held(view, discovery, unhealthy)
         drift, drift_events = self._drift(view, held, discovery)
         events.extend(drift_events)
         return self._report(view, discovery, held, seconds, xids, mig, drift, events)
@@ -232,7 +250,7 @@ class NodeAgent:
             annotation=topology_annotation(discovery, groups, self.health),
             labels=gfd_labels(discovery, _meta(view.node).get("labels") or {}),
             status=status,
-            resources=advertised_resources(discovery, self.health) if self.simulated else None,
+            resources=self._resources(view, discovery),
             events=tuple(events),
             drift=tuple(drift),
             xids=tuple(xids),
@@ -240,7 +258,26 @@ class NodeAgent:
             mig=mig,
             unhealthy=tuple(sorted(i for i, h in self.health.items() if h.state == "Unhealthy")),
             ignored_xids=self.ignored_xids,
+            resource_slice=self._slice(view, discovery),
         )
+
+    def _resources(
+        self, view: NodeView, discovery: Discovery
+    ) -> tuple[dict[str, str], dict[str, str]] | None:
+        """Device-plugin capacity on a simulated node; none on a DRA node (its GPUs are in the slice)."""
+        if not self.simulated:
+            return None
+        assert self.health is not None
+        return ({}, {}) if self.dra(view) else advertised_resources(discovery, self.health)
+
+    def _slice(self, view: NodeView, discovery: Discovery) -> SliceWrite | None:
+        if not self.simulated:
+            return None
+        assert self.health is not None
+        unhealthy = {i for i, h in self.health.items() if h.state == "Unhealthy"}
+        wanted = devices(discovery, unhealthy, simulated_pcie_root) if self.dra(view) else None
+        uid = str(_meta(view.node).get("uid", ""))
+        return slice_write(self.node, uid, view.resource_slice, wanted)
 
 
 def _csv(indices: tuple[int, ...]) -> str:

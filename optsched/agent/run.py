@@ -19,13 +19,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from optsched.agent.backend import BackendError
+from optsched.agent.claim_held import claims_on
 from optsched.agent.cycle import NodeAgent, NodeReport, NodeView
 from optsched.agent.health import APPLICATION_XIDS
 from optsched.agent.metrics import AgentMetrics
 from optsched.agent.objects import node_gpus_skeleton
+from optsched.agent.resource_slices import RESOURCE_SLICES, SliceAction, slice_name
 from optsched.kube.client import ApiError, Client
 from optsched.kube.writer import Writer
-from optsched.model.names import GPU_TOPOLOGY_ANNOTATION, NODE_GPUS_API, NODE_GPUS_PLURAL
+from optsched.model.names import (
+    DRA_GPU_DRIVER,
+    GPU_RESOURCE,
+    GPU_TOPOLOGY_ANNOTATION,
+    NODE_GPUS_API,
+    NODE_GPUS_PLURAL,
+    RESOURCE_API,
+)
 
 log = logging.getLogger("optsched.agent")
 TERMINAL = "status.phase!=Succeeded,status.phase!=Failed"
@@ -61,6 +70,7 @@ class AgentRunner:
         *,
         nodes: tuple[str, ...] = (),
         heartbeat_s: float = 60.0,
+        simulated: bool = False,
     ) -> None:
         self.client = client
         self.writer = writer
@@ -71,8 +81,12 @@ class AgentRunner:
         self.agents: dict[str, NodeAgent] = {}
         self.beats: dict[str, float] = {}
         self.crd_missing = False
+        self.simulated = simulated
+        """Simulated nodes: read (and write) their ResourceSlices and the claims allocated on them."""
+        self.dra_missing = False
 
     async def _read(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, list[Any]]]:
+        """The nodes, their ``NodeGPUs`` by name and their non-terminal pods by node name."""
         if len(self.nodes) == 1:
             nodes = [await self.client.get("v1", "nodes", self.nodes[0])]
             pod_selector = f"spec.nodeName={self.nodes[0]},{TERMINAL}"
@@ -86,6 +100,30 @@ class AgentRunner:
             if node:
                 pods.setdefault(str(node), []).append(pod)
         return nodes, gpus, pods
+
+    async def _read_dra(self) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        """The ``gpu.nvidia.com`` ResourceSlices by node and every ResourceClaim (simulated agents only)."""
+        if not self.simulated:
+            return {}, []
+        try:
+            found = await self.client.list(
+                RESOURCE_API, RESOURCE_SLICES, field_selector=f"spec.driver={DRA_GPU_DRIVER}"
+            )
+            claims = await self.client.list(RESOURCE_API, "resourceclaims")
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            if not self.dra_missing:
+                log.warning("the API server does not serve %s: no ResourceSlices for DRA nodes", RESOURCE_API)
+            self.dra_missing = True
+            return {}, []
+        self.dra_missing = False
+        slices = {}
+        for obj in found:
+            node = str((obj.get("spec") or {}).get("nodeName", ""))
+            if node and _name(obj) == slice_name(node):
+                slices[node] = obj
+        return slices, claims
 
     async def _node_gpus(self) -> list[dict[str, Any]]:
         """Every ``NodeGPUs``; none while the CRD is not installed (the annotation is still published)."""
@@ -119,6 +157,7 @@ class AgentRunner:
         """One pass over every node served; returns the reports (nodes that failed are left out)."""
         started = time.perf_counter()
         nodes, gpus, pods = await self._read()
+        slices, claims = await self._read_dra()
         reports = []
         for node in nodes:
             name = _name(node)
@@ -130,7 +169,13 @@ class AgentRunner:
                 continue
             if agent is None:
                 continue
-            view = NodeView(node, gpus.get(name), tuple(pods.get(name, ())))
+            view = NodeView(
+                node,
+                gpus.get(name),
+                tuple(pods.get(name, ())),
+                slices.get(name),
+                tuple(claims_on(name, claims)),
+            )
             try:
                 report = agent.cycle(view)
             except BackendError as exc:
@@ -173,6 +218,7 @@ class AgentRunner:
     async def _publish(self, report: NodeReport, view: NodeView, at: datetime) -> None:
         await self._publish_node(report, view)
         await self._publish_node_gpus(report, view, at)
+        await self._publish_slice(report)
         for event in report.events:
             await self.writer.event(event, at=at)
 
@@ -192,7 +238,11 @@ class AgentRunner:
             capacity, allocatable = report.resources
             status = view.node.get("status") or {}
             have_c, have_a = status.get("capacity") or {}, status.get("allocatable") or {}
-            stale = {k: v for k, v in have_c.items() if k.startswith("nvidia.com/mig-") and k not in capacity}
+            stale = {
+                k: v
+                for k, v in have_c.items()
+                if (k.startswith("nvidia.com/mig-") or k == GPU_RESOURCE) and k not in capacity
+            }
             if (
                 any(have_c.get(k) != v for k, v in capacity.items())
                 or any(have_a.get(k) != v for k, v in allocatable.items())
@@ -221,6 +271,18 @@ class AgentRunner:
             NODE_GPUS_API, NODE_GPUS_PLURAL, report.node, body, subresource="status"
         )
         self.beats[report.node] = time.monotonic()
+
+    async def _publish_slice(self, report: NodeReport) -> None:
+        """Create, patch or delete the node's ResourceSlice as the pass decided (simulated nodes only)."""
+        write = report.resource_slice
+        if write is None or write.action is SliceAction.NONE or self.dra_missing:
+            return
+        if write.action is SliceAction.DELETE:
+            await self.writer.delete(RESOURCE_API, RESOURCE_SLICES, write.name)
+        elif write.action is SliceAction.CREATE and write.body is not None:
+            await self.writer.create(RESOURCE_API, RESOURCE_SLICES, write.body)
+        elif write.body is not None:
+            await self.writer.merge_patch(RESOURCE_API, RESOURCE_SLICES, write.name, write.body)
 
 
 async def run_forever(runner: AgentRunner, interval_s: float, stop: asyncio.Event) -> None:

@@ -2,7 +2,7 @@
 
 It discovers what the profile describes, with the identities a real node
 would have: a UUID per (node, index) that never changes between runs, a PCI
-bus id per index, minor number = index. MIG instances come from the
+bus id (and PCIe root) per index, minor number = index. MIG instances come from the
 ``MigControl`` it is given (the MIG simulator), or there are none.
 
 XID errors are injected through a file, so a test or an e2e run can make a
@@ -41,6 +41,12 @@ def simulated_bus_id(index: int) -> str:
     """A PCI bus id in NVML's form (``00000000:10:00.0``), distinct per index."""
     domain, slot = divmod(index, _GPUS_PER_DOMAIN)
     return f"{domain:08X}:{0x10 + slot * 7:02X}:00.0"
+
+
+def simulated_pcie_root(index: int) -> str:
+    """The PCIe root complex (``pci0000:10``): GPUs 2k and 2k+1 share one, as behind one PCIe switch."""
+    domain, slot = divmod(index, _GPUS_PER_DOMAIN)
+    return f"pci{domain:04x}:{0x10 + (slot // 2) * 14:02x}"
 
 
 class NoMig:

@@ -189,7 +189,13 @@ async def _serve(args: argparse.Namespace, options: ServeOptions, nodes: tuple[s
         metrics.serve(args.metrics_port)
     writer = Writer(client, field_manager="optsched-agent", dry_run=args.dry_run)
     runner = AgentRunner(
-        client, writer, AgentFactory(options), metrics, nodes=nodes, heartbeat_s=args.heartbeat
+        client,
+        writer,
+        AgentFactory(options),
+        metrics,
+        nodes=nodes,
+        heartbeat_s=args.heartbeat,
+        simulated=options.simulate,
     )
     if args.once:
         await runner.pass_once()

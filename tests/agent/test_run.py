@@ -145,3 +145,96 @@ def test_without_the_crd_the_annotation_is_still_published(tmp_path: Path) -> No
     assert not [p for _, p, _ in rec.writes if "nodegpus" in p]
     assert [p for m, p, _ in rec.writes if m == "PATCH" and p.endswith("/nodes/h1")]
     assert report.status["gpus"]
+
+
+def dra_runner(objects: list[dict[str, Any]], recorder: Recorder, tmp_path: Path) -> AgentRunner:
+    options = ServeOptions(simulate=True, profiles=tuple(resolve_profiles("hgx-h200")), state_dir=tmp_path)
+    cluster = FakeCluster(objects, served=("optsched.io/v1alpha1", "resource.k8s.io/v1"), write=recorder)
+    client = Client(FakeTransport(cluster))
+    writer = Writer(client, field_manager="optsched-agent")
+    return AgentRunner(client, writer, AgentFactory(options), AgentMetrics(), simulated=True)
+
+
+def dra_node(**status: Any) -> dict[str, Any]:
+    node = gpu_node("d1", "hgx-h200")
+    node["metadata"]["labels"]["optsched.io/simulated-dra"] = "true"
+    node["status"] = status
+    return node
+
+
+def test_a_simulated_dra_node_gets_a_resource_slice_and_no_device_plugin_capacity(tmp_path: Path) -> None:
+    rec = Recorder()
+    stale = {"nvidia.com/gpu": "8", "cpu": "192"}
+    asyncio.run(dra_runner([dra_node(capacity=stale, allocatable=stale)], rec, tmp_path).pass_once())
+    (created,) = [b for m, p, b in rec.writes if m == "POST" and p.endswith("/resourceslices")]
+    assert created["metadata"]["name"] == "d1-gpu.nvidia.com"
+    assert created["spec"]["nodeName"] == "d1" and created["spec"]["pool"]["generation"] == 1
+    assert [d["name"] for d in created["spec"]["devices"]] == [f"gpu-{i}" for i in range(8)]
+    (capacity,) = [b for m, p, b in rec.writes if p.endswith("/nodes/d1/status")]
+    assert capacity["status"]["capacity"]["nvidia.com/gpu"] is None, "the device plugin's resource is removed"
+    assert not [k for k, v in capacity["status"]["capacity"].items() if v is not None]
+
+
+def test_the_slice_is_rewritten_only_when_a_gpu_turns_unhealthy(tmp_path: Path) -> None:
+    first = Recorder()
+    asyncio.run(dra_runner([dra_node()], first, tmp_path).pass_once())
+    (created,) = [b for m, p, b in first.writes if m == "POST" and p.endswith("/resourceslices")]
+    stored = {"kind": "ResourceSlice", **created, "metadata": {**created["metadata"], "resourceVersion": "9"}}
+    again = Recorder()
+    asyncio.run(dra_runner([dra_node(), stored], again, tmp_path).pass_once())
+    assert not [w for w in again.writes if "resourceslices" in w[1]]
+    inject_xid(tmp_path / "d1", 2, 79, "fell off the bus")
+    after = Recorder()
+    asyncio.run(dra_runner([dra_node(), stored], after, tmp_path).pass_once())
+    (patch,) = [b for m, p, b in after.writes if p.endswith("/resourceslices/d1-gpu.nvidia.com")]
+    assert patch["spec"]["pool"]["generation"] == 2 and patch["metadata"]["resourceVersion"] == "9"
+    assert [d["name"] for d in patch["spec"]["devices"]] == [f"gpu-{i}" for i in range(8) if i != 2]
+
+
+def test_a_node_no_longer_labelled_dra_loses_its_slice_and_gets_device_plugin_capacity(
+    tmp_path: Path,
+) -> None:
+    rec = Recorder()
+    stored = {
+        "kind": "ResourceSlice",
+        "metadata": {"name": "d1-gpu.nvidia.com"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "d1", "devices": []},
+    }
+    asyncio.run(dra_runner([gpu_node("d1", "hgx-h200"), stored], rec, tmp_path).pass_once())
+    assert ("DELETE", "/apis/resource.k8s.io/v1/resourceslices/d1-gpu.nvidia.com", None) in rec.writes
+    (capacity,) = [b for m, p, b in rec.writes if p.endswith("/nodes/d1/status")]
+    assert capacity["status"]["capacity"]["nvidia.com/gpu"] == "8"
+
+
+def test_on_a_dra_node_the_gpus_a_pod_holds_come_from_its_allocated_claim(tmp_path: Path) -> None:
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "team",
+            "uid": "u",
+            "annotations": {"optsched.io/gpus": "0,1"},
+        },
+        "spec": {
+            "nodeName": "d1",
+            "resourceClaims": [{"name": "gpus", "resourceClaimName": "optsched-p"}],
+            "containers": [{"name": "c", "resources": {"claims": [{"name": "gpus"}]}}],
+        },
+    }
+    results = [
+        {"request": "gpus-0", "driver": "gpu.nvidia.com", "pool": "d1", "device": f"gpu-{m}"} for m in (2, 3)
+    ]
+    claim = {
+        "kind": "ResourceClaim",
+        "metadata": {"name": "optsched-p", "namespace": "team"},
+        "status": {
+            "allocation": {"devices": {"results": results}},
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}],
+        },
+    }
+    (report,) = asyncio.run(dra_runner([dra_node(), pod, claim], Recorder(), tmp_path).pass_once())
+    (held,) = report.status["pods"]
+    assert held["containers"][0]["gpuIndices"] == [2, 3]
+    assert [(d.planned, d.held) for d in report.drift] == [((0, 1), (2, 3))]
+    (event,) = [e for e in report.events if e.reason == "GPUDrift"]
+    assert "kube-scheduler allocated its claims GPUs 2,3" in event.message

@@ -74,6 +74,8 @@ PLURALS = {
     "ResourceFlavor": "resourceflavors",
     "Topology": "topologies",
     "AdmissionCheck": "admissionchecks",
+    "ResourceSlice": "resourceslices",
+    "ResourceClaim": "resourceclaims",
 }
 
 

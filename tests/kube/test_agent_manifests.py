@@ -240,6 +240,9 @@ GRANTED = {
     ("", "pods"): {"get", "list", "watch"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
+    # A simulated agent plays NVIDIA's DRA driver on simulated DRA nodes (never on real ones).
+    ("resource.k8s.io", "resourceslices"): {"get", "list", "watch", "create", "update", "patch", "delete"},
+    ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch"},
 }
 
 
