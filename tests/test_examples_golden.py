@@ -95,4 +95,6 @@ def test_the_mixed_dra_example_pins_claims_on_dra_nodes_and_predicts_elsewhere()
                 assert pod.gpu_uuids == tuple(node.gpu_uuids[g] for g in pod.gpus or ())
     (pretrain,) = plan.decision("ml/job-pretrain-8-1f2e3").pod_sets[0].pods  # type: ignore[union-attr]
     assert pretrain.node == "dra-h100-02"
-    assert sum(plan.summary.enforcement.values()) == plan.summary.pods_admitted == 6
+    assert sum(plan.summary.enforcement.values()) == plan.summary.pods_admitted == 5
+    tune = plan.decision("ml/job-tune-pairs-4d5e6")
+    assert tune is not None and {p.node for p in tune.pod_sets[0].pods} == {"dra-h100-01"}

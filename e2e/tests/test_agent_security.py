@@ -383,31 +383,3 @@ def test_the_daemonsets_pod_token_is_held_to_the_pods_node(
         lambda: not cluster.kube.list("v1", "Pod", NAMESPACE, label_selector=AGENT_PODS),
         "the agent pods to go",
     )
-
-
-def test_the_crd_accepts_the_contract_and_refuses_bad_layouts(
-    cluster: E2ECluster, nodes: tuple[Node, Node]
-) -> None:
-    a, _ = nodes
-    cluster.kube.create(node_gpus(a))
-    cluster.kube.apply(gpus_status(a), subresource="status")
-    table = cluster.kube.request(
-        "GET", cluster.kube.path(NGPU, "NodeGPUs", a.name), headers={"Accept": TABLE}
-    )
-    row = dict(zip([c["name"] for c in table["columnDefinitions"]], table["rows"][0]["cells"], strict=True))
-    assert row["Product"] == H100 and row["Unhealthy"] == 1 and row["MIG"] == "Success"
-    assert row["Islands"] == "[[0,1,2,3,4,5,6,7]]"
-
-    def refused(layout: list[dict[str, Any]], *words: str) -> None:
-        bad = {**node_gpus(a), "metadata": {"name": "crd-probe"}, "spec": {"migLayout": layout}}
-        with pytest.raises(ApiError) as info:
-            cluster.kube.create(bad, dry_run=True)
-        assert info.value.status == 422 and all(w in str(info.value) for w in words), str(info.value)
-
-    refused([{"gpu": 0, "instances": []}, {"gpu": 0, "instances": []}], "each GPU index may appear only once")
-    refused([{"gpu": 0, "instances": [{"profile": "1g.10gb", "start": 8}]}], "less than or equal to 7")
-    refused(
-        [{"gpu": 0, "instances": [{"profile": "1g.10gb", "start": 2}, {"profile": "2g.20gb", "start": 2}]}],
-        "cannot start at the same memory slice",
-    )
-    refused([{"gpu": 0, "instances": [{"profile": "all-of-it", "start": 0}]}], "profile")

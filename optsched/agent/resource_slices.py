@@ -89,7 +89,7 @@ def nvml_name(product: str) -> str:
 def semver(version: str) -> str | None:
     """A driver version (``580.65.06``) as a semantic version (``580.65.6``); None if it is not one."""
     parts = version.strip().split(".")
-    if not parts or len(parts) > 3 or not all(p.isdigit() for p in parts):
+    if not parts or len(parts) > 3 or not all(p.isascii() and p.isdigit() for p in parts):
         return None
     numbers = [int(p) for p in parts] + [0] * (3 - len(parts))
     return ".".join(str(n) for n in numbers)
@@ -186,7 +186,7 @@ def resource_slice(
 def _quantity_mib(text: str) -> float | None:
     units = {"Ki": 1 / 1024, "Mi": 1.0, "Gi": 1024.0, "Ti": 1024.0**2}
     for suffix, factor in units.items():
-        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+        if text.endswith(suffix) and text[: -len(suffix)].isascii() and text[: -len(suffix)].isdigit():
             return int(text[: -len(suffix)]) * factor
     return None
 

@@ -13,7 +13,16 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from optsched.model.snapshot import Node, PodSet, ResourceFlavor, Snapshot, Taint, Toleration, Workload
+from optsched.model.snapshot import (
+    GpuMode,
+    Node,
+    PodSet,
+    ResourceFlavor,
+    Snapshot,
+    Taint,
+    Toleration,
+    Workload,
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,8 @@ def placement_verdict(node: Node, pod_set: PodSet, flavor: ResourceFlavor | None
 def size_verdict(node: Node, pod_set: PodSet) -> Verdict:
     """Is the node big enough for one pod at all: GPUs, GPU memory, island, MIG slices, CPU, memory, slots."""
     request = pod_set.request
+    if request.dra_gpus and node.gpu_mode != GpuMode.DRA:
+        return Verdict(False, "GPUs asked through a ResourceClaimTemplate need a DRA node")
     if request.gpus:
         healthy = len(node.healthy_gpus)
         if healthy == 0:
@@ -197,6 +208,6 @@ def eligibility_key(flavors: list[ResourceFlavor | None], ps: PodSet) -> Hashabl
         ps.tolerations,
         ps.admission_tolerations,
         ps.nvlink_required,
-        (req.cpu_milli, req.memory_mib, req.gpus, req.gpu_mem_mib, req.is_share),
+        (req.cpu_milli, req.memory_mib, req.gpus, req.gpu_mem_mib, req.is_share, req.dra_gpus),
         tuple(sorted(req.extended.items())),
     )

@@ -91,7 +91,7 @@ def predict_placement(
     """
     by_key = {w.key: w for w in workloads}
     on_nodes = _OnNodes.collect(placement, by_key, nodes)
-    changes: dict[tuple[str, str, int], tuple[_Gpus, int, bool]] = {}
+    changes: dict[tuple[str, str, int], tuple[_Gpus, int | None, bool]] = {}
     for node, pods in on_nodes.whole.items():
         state = nodes[node]
         assert state.board is not None
@@ -102,7 +102,8 @@ def predict_placement(
             free = set(state.fully_free_gpus()) - on_nodes.shared.get(node, set())
             chosen, predicted = _predict_node(state.board, state.islands, free, pods)
         for i, (pod, gpus) in enumerate(zip(pods, chosen, strict=True)):
-            changes[(pod.workload, pod.pod_set, pod.position)] = (gpus, i, i < predicted)
+            order = None if node in on_nodes.blind else i  # where nothing is predicted, order is moot
+            changes[(pod.workload, pod.pod_set, pod.position)] = (gpus, order, i < predicted)
     return _apply(placement, changes)
 
 
@@ -137,6 +138,8 @@ class _OnNodes:
                     elif ps.request.is_share:
                         out.shared.setdefault(pod.node, set()).update(pod.gpus)
                     else:
+                        if ps.request.split_gpus:
+                            out.blind.add(pod.node)  # the device plugin picks container by container
                         out.whole.setdefault(pod.node, []).append(
                             _pod(ps, key, rank[key], number, position, pod)
                         )
@@ -223,7 +226,9 @@ def _complete(
     return [chosen[i] for i in range(len(rest))]
 
 
-def _apply(placement: Placement, changes: dict[tuple[str, str, int], tuple[_Gpus, int, bool]]) -> Placement:
+def _apply(
+    placement: Placement, changes: dict[tuple[str, str, int], tuple[_Gpus, int | None, bool]]
+) -> Placement:
     """The placement with the changed pods: their GPUs and place in the node's order (the controller hands
     GPUs out in it, so the predicted pods get theirs first), and enforcement ``none`` where not predicted."""
     if not changes:

@@ -54,7 +54,7 @@ def _bind_address(text: str) -> tuple[str, int]:
     if text.strip() == "0":
         return ("", 0)
     host, sep, port = text.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, :PORT or 0, got {text!r}")
     return (host.strip("[]") or MetricsOptions.host, int(port))
 

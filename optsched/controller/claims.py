@@ -81,7 +81,7 @@ def _count(raw: Any) -> int | None:
         return None
     if isinstance(raw, int):
         return raw
-    if isinstance(raw, str) and raw.isdigit():
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit():
         return int(raw)
     return None
 

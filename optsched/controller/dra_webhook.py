@@ -74,7 +74,7 @@ def pod_slot(pod: Mapping[str, Any], record: PlacementRecord) -> PodSlot | None:
     if not isinstance(pod_set, str) or pod_set not in record.pod_sets:
         return None
     raw = labels.get(COMPLETION_INDEX_LABEL) or annotations.get(COMPLETION_INDEX_LABEL)
-    index = int(raw) if isinstance(raw, str) and raw.isdigit() else None
+    index = int(raw) if isinstance(raw, str) and raw.isascii() and raw.isdigit() else None
     return PodSlot(record.plan_id, pod_set, index)
 
 

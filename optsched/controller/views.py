@@ -280,7 +280,7 @@ class PodView:
 def _index(*sources: Mapping[str, Any], key: str) -> int | None:
     for source in sources:
         raw = source.get(key)
-        if isinstance(raw, str) and raw.isdigit():
+        if isinstance(raw, str) and raw.isascii() and raw.isdigit():  # "²".isdigit(), yet int() refuses it
             return int(raw)
     return None
 

@@ -123,7 +123,13 @@ class _Handler(BaseHTTPRequestHandler):
             review = json.loads(self.rfile.read(length) or b"{}")
         except ValueError:
             review = {}
-        answer = mutate(review if isinstance(review, dict) else {}, self.server.queues(), self.server.dra())
+        review = review if isinstance(review, dict) else {}
+        try:
+            answer = mutate(review, self.server.queues(), self.server.dra())
+        except Exception:  # a defect in one answer must not kill the server: the API server's policy decides
+            log.exception("webhook: answering an AdmissionReview failed")
+            self._reply(500, {"error": "optsched could not answer this admission request; see its log"})
+            return
         self._reply(200, answer)
 
     def _content_length(self) -> int | None:

@@ -19,9 +19,10 @@ versions may hold the Lease in turn during a rolling update or a rollback:
   reader knows), so an older reader reads this record too; ``plannedAt`` and
   the slots' ``gpuUUIDs``, ``enforcement`` and ``nodeOrder`` were added so;
 * a plan id starting ``v2-`` is a digest of the Workload's uid and the slots
-  (:func:`plan_id_of`): a record whose slots were edited no longer matches
-  it and is not trusted. Ids of another scheme (older ones have no prefix,
-  a newer one another ``vN-``) are trusted as read;
+  (:func:`plan_id_of`), ``v3-`` the same covering the slots' GPU UUIDs too:
+  a record whose slots were edited no longer matches it and is not trusted.
+  Ids of another scheme (older ones have no prefix, a newer one another
+  ``vN-``) are trusted as read, which is why UUIDs got a scheme of their own;
 * a record whose JSON would exceed :data:`MAX_ANNOTATION_BYTES` is stored
   compressed (``zlib:`` then base64), which only this version reads: a gang
   of tens of thousands of pods then still fits the API server's 256 KiB for
@@ -51,7 +52,12 @@ class _Record(BaseModel):
 
 
 PLAN_ID_SCHEME = "v2-"
-"""Prefix of plan ids this version makes and can verify."""
+"""Prefix of plan ids of slots without GPU UUIDs (the ids older versions make and verify)."""
+PLAN_ID_SCHEME_UUIDS = "v3-"
+"""Prefix of plan ids that cover GPU UUIDs too. A new scheme, so an older version (which trusts ids
+of schemes it does not know, as read) never mistakes such a record for an altered ``v2-`` one."""
+PLAN_ID_SCHEMES = (PLAN_ID_SCHEME, PLAN_ID_SCHEME_UUIDS)
+"""The schemes this version makes and verifies."""
 MAX_ANNOTATION_BYTES = 200 * 1024
 """The largest record written: the API server allows 256 KiB for all of an object's annotations.
 A record whose JSON is larger is stored compressed."""
@@ -66,16 +72,19 @@ def plan_id_of(uid: str, pod_sets: Iterable[tuple[str, Iterable[PodPlacement]]])
     record instead of producing a second one; canonical (PodSets and slots
     sorted) so a reader can recompute it; a label value (<= 63 chars).
     """
-    slots = sorted((name, sorted(_slot_key(p) for p in pods)) for name, pods in pod_sets)
-    digest = hashlib.sha256(json.dumps([PLAN_ID_SCHEME, uid, slots]).encode()).hexdigest()
-    return PLAN_ID_SCHEME + digest[:20]
+    listed = [(name, list(pods)) for name, pods in pod_sets]
+    named = any(p.gpu_uuids is not None for _, pods in listed for p in pods)
+    scheme = PLAN_ID_SCHEME_UUIDS if named else PLAN_ID_SCHEME
+    slots = sorted((name, sorted(_slot_key(p, named) for p in pods)) for name, pods in listed)
+    digest = hashlib.sha256(json.dumps([scheme, uid, slots]).encode()).hexdigest()
+    return scheme + digest[:20]
 
 
-def _slot_key(pod: PodPlacement) -> tuple[object, ...]:
-    """What of a slot its plan id covers: index, node, GPU indices, and the GPU UUIDs where it names them
-    (the devices a ResourceClaim will select); ids of slots without UUIDs are as before."""
+def _slot_key(pod: PodPlacement, named: bool) -> tuple[object, ...]:
+    """What of a slot its plan id covers: index, node, GPU indices, and (``v3-``) the GPU UUIDs, the
+    devices a ResourceClaim will select."""
     key: tuple[object, ...] = (pod.index, pod.node, pod.gpus or ())
-    return (*key, pod.gpu_uuids) if pod.gpu_uuids is not None else key
+    return (*key, pod.gpu_uuids) if named else key
 
 
 class PlacementRecord(_Record):
@@ -88,7 +97,7 @@ class PlacementRecord(_Record):
 
     def verified(self, uid: str) -> bool:
         """The plan id matches the Workload's uid and these slots (true of ids of another scheme)."""
-        if not self.plan_id.startswith(PLAN_ID_SCHEME):
+        if not self.plan_id.startswith(PLAN_ID_SCHEMES):
             return True
         return self.plan_id == plan_id_of(uid, self.pod_sets.items())
 

@@ -170,6 +170,10 @@ class PodRequest(Frozen):
     listed: dict[str, int] = Field(default_factory=dict)
     """HAMi share resources as the containers list them, summed: what Kueue counts against quota."""
     extended: dict[str, int] = Field(default_factory=dict)
+    dra_gpus: bool = False
+    """Some GPUs are asked through ResourceClaimTemplates: only a DRA node can allocate them."""
+    split_gpus: bool = False
+    """Whole GPUs asked by more than one container: a device plugin picks them container by container."""
 
     @property
     def is_share(self) -> bool:

@@ -41,7 +41,7 @@ def _version(obj: dict[str, Any]) -> int | None:
     raw = obj["metadata"].get("resourceVersion")
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
-    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
+    return int(raw) if isinstance(raw, str) and raw.isascii() and raw.isdigit() else None
 
 
 def dedupe(

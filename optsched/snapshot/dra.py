@@ -30,7 +30,17 @@ from typing import Any
 
 from optsched.errors import InputError
 from optsched.model.names import DRA_GPU_DRIVER, DRA_UUID_ATTRIBUTE, RESOURCE_GROUP
-from optsched.snapshot.fields import as_map, as_str, describe, get_int, get_map, get_str, mappings
+from optsched.snapshot.fields import (
+    as_map,
+    as_str,
+    describe,
+    get_int,
+    get_map,
+    get_str,
+    mappings,
+    object_name,
+    object_namespace,
+)
 from optsched.snapshot.quantity import memory_mib
 from optsched.topology.gpu_topology import MAX_ID_CHARS
 
@@ -321,8 +331,7 @@ def allocated(
             if problems is not None:
                 problems.append(Unreadable(obj, exc))
             continue
-        meta = obj.get("metadata") or {}
-        claim = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        claim = f"{object_namespace(obj)}/{object_name(obj)}"
         for driver, pool, device in results:
             dra = by_pool.get(pool)
             if driver != DRA_GPU_DRIVER or dra is None:

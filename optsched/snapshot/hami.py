@@ -196,7 +196,7 @@ def _from_colons(text: str) -> list[HamiDevice]:
 
 def _field_int(text: str, name: str, where: str) -> int:
     value = text.strip()
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise ValueError(f"{where}: {name} must be a whole number >= 0, got {text!r}")
     return int(value)
 

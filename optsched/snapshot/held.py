@@ -64,7 +64,7 @@ class _PodIndex:
                 key=f"{namespace}/{name}",
                 node=str(node),
                 pod_set=str(pod_set) if pod_set else None,
-                slot=int(slot) if isinstance(slot, str) and slot.isdigit() else None,
+                slot=int(slot) if isinstance(slot, str) and slot.isascii() and slot.isdigit() else None,
             )
             keys = [("self", namespace, f"Pod/{name}"), ("self", namespace, str(meta.get("uid") or ""))]
             if annotations.get(KUEUE_WORKLOAD_ANNOTATION):

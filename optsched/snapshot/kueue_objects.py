@@ -131,7 +131,7 @@ def _request(
             obj=describe(obj),
             field=f"{field}.resourceClaims",
         )
-    return request.model_copy(update={"gpus": request.gpus + claimed})
+    return request.model_copy(update={"gpus": request.gpus + claimed, "dra_gpus": True})
 
 
 def _pod_set(obj: dict[str, Any], raw: Any, number: int, templates: ClaimTemplates | None) -> PodSet:

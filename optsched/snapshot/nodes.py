@@ -72,7 +72,7 @@ def parse_node(
         max_pods=quantity("pods", count, default=110),
         gpu_count=gpus.count,
         gpu_product=gpus.product or labels.get(PRODUCT_LABEL, ""),
-        gpu_memory_mib=gpus.memory_mib or (int(memory) if memory.isdigit() and len(memory) < 10 else 0),
+        gpu_memory_mib=gpus.memory_mib or _label_mib(memory),
         nvlink_islands=gpus.topology.islands,
         numa=gpus.topology.numa,
         unhealthy_gpus=gpus.topology.unhealthy,
@@ -222,3 +222,8 @@ def _ready(obj: dict[str, Any]) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, dict)
     )
+
+
+def _label_mib(raw: str) -> int:
+    """GFD's ``nvidia.com/gpu.memory`` label (MiB), 0 where it is not a plain number."""
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 10 else 0

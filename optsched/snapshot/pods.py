@@ -120,6 +120,7 @@ def pod_request(spec: dict[str, Any], *, obj: dict[str, Any], field: str) -> Pod
     is N shares, each on a different GPU; without them, N whole devices.
     """
     totals: dict[str, int] = {}
+    gpu_containers = 0
     devices = _Devices()
     containers = spec.get("containers") or []
     if not isinstance(containers, list):
@@ -132,6 +133,7 @@ def pod_request(spec: dict[str, Any], *, obj: dict[str, Any], field: str) -> Pod
             where = f"{field}.{kind}[{number}].resources"
             asked = _parse(_container_requests(container, obj=obj, field=where), obj=obj, field=where)
             devices.add(asked, init=init, obj=obj, field=where)
+            gpu_containers += int(not init and asked.get(GPU_RESOURCE, 0) > 0)
             for name, value in asked.items():
                 totals[name] = max(totals.get(name, 0), value) if init else totals.get(name, 0) + value
     for name, value in _parse(spec.get("overhead") or {}, obj=obj, field=f"{field}.overhead").items():
@@ -143,6 +145,7 @@ def pod_request(spec: dict[str, Any], *, obj: dict[str, Any], field: str) -> Pod
         **gpu,
         listed={k: totals[k] for k in _SHARE_KEYS if totals.get(k)},
         extended={k: v for k, v in totals.items() if k.startswith(MIG_PREFIX) and v},
+        split_gpus=gpu_containers > 1,
     )
 
 

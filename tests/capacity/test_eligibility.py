@@ -1,7 +1,14 @@
 """Node filters: selectors, affinity, taints, flavors, GPU facts."""
 
 from optsched.capacity.eligibility import candidates, node_verdict
-from optsched.model.snapshot import NodeSelectorTerm, ResourceFlavor, SelectorRequirement, Taint, Toleration
+from optsched.model.snapshot import (
+    GpuMode,
+    NodeSelectorTerm,
+    ResourceFlavor,
+    SelectorRequirement,
+    Taint,
+    Toleration,
+)
 from tests.builders import A100, H100, gpu_queue, node, pods, snapshot, workload
 
 NO_SCHEDULE = Taint(key="pool", value="inference", effect="NoSchedule")
@@ -53,3 +60,19 @@ def test_candidates_follow_the_cluster_queue_flavors() -> None:
     assert choice.flavor is not None and choice.flavor.name == "a100"
     assert [n.name for n in choice.nodes] == ["a1"]
     assert sum(choice.excluded.values()) == 1
+
+
+def test_gpus_asked_through_claim_templates_only_fit_dra_nodes() -> None:
+
+    templated = pods(1, 2)
+    templated = templated.model_copy(
+        update={"request": templated.request.model_copy(update={"dra_gpus": True})}
+    )
+    plugin = node("dp")
+    dra = plugin.model_copy(update={"gpu_mode": GpuMode.DRA})
+    assert (
+        node_verdict(plugin, templated, None).reason
+        == "GPUs asked through a ResourceClaimTemplate need a DRA node"
+    )
+    assert node_verdict(dra, templated, None).ok
+    assert node_verdict(plugin, pods(1, 2), None).ok and node_verdict(dra, pods(1, 2), None).ok

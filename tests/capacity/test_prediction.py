@@ -128,6 +128,17 @@ def test_a_node_with_a_gpu_pod_of_unknown_indices_predicts_nothing() -> None:
     left, whole = predicted(snap, placed(snap, [None, [3]]))
     assert left.gpus is None and left.enforcement is None
     assert whole.gpus == (3,) and whole.enforcement == Enforcement.NONE
+    assert whole.node_order is None, "nothing predicted there: no order to keep"
+
+
+def test_a_pod_whose_containers_split_its_gpus_predicts_nothing_on_its_node() -> None:
+    # The device plugin picks for each container on its own: a pod-wide pick is no prediction.
+    split = pods(1, 2)
+    split = split.model_copy(update={"request": split.request.model_copy(update={"split_gpus": True})})
+    snap = snapshot([bridged()], [workload("split", split), workload("whole", pods(1, 2))])
+    first, second = predicted(snap, placed(snap, [[0, 1], [2, 3]]))
+    assert (first.gpus, second.gpus) == ((0, 1), (2, 3))
+    assert first.enforcement == second.enforcement == Enforcement.NONE
 
 
 def test_the_baseline_start_state_carries_the_board() -> None:

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from optsched.controller.metrics import Metrics
 from optsched.controller.pinning import pins_for
-from optsched.controller.predicted_pins import READ_BACK_SECONDS, busy_nodes, in_plan_order
+from optsched.controller.predicted_pins import (
+    READ_BACK_SECONDS,
+    busy_nodes,
+    in_plan_order,
+    prediction_outcomes,
+)
 from optsched.controller.read_back import ReadBack
 from optsched.controller.records import PlacementRecord
 from optsched.controller.views import read_pod, read_workload
@@ -110,9 +116,6 @@ def test_pods_of_an_older_record_go_first_and_other_enforcement_is_not_held_back
 
 
 def test_bound_predicted_pods_are_counted_as_agreed_drifted_or_unconfirmed():
-    from optsched.controller.metrics import Metrics
-    from optsched.controller.predicted_pins import prediction_outcomes
-
     records = _records(("a", FIRST))
     pods = [
         read_pod(o.pod("a-0", plan_id="p1", gated=False, pinned_index=0, node="n1")),

@@ -90,20 +90,24 @@ def test_a_small_record_is_plain_json_an_older_reader_accepts():
 def test_ids_of_another_scheme_are_trusted_and_this_schemes_are_verified():
     slots = (PodPlacement(index=0, node="n1", gpus=(0,)),)
     assert PlacementRecord(plan_id="3f9c0a", pod_sets={"main": slots}).verified("u")
-    assert PlacementRecord(plan_id="v3-abc", pod_sets={"main": slots}).verified("u")
+    assert PlacementRecord(plan_id="v9-abc", pod_sets={"main": slots}).verified("u")
+    assert not PlacementRecord(plan_id="v3-abc", pod_sets={"main": slots}).verified("u")
     assert not PlacementRecord(plan_id="v2-abc", pod_sets={"main": slots}).verified("u")
 
 
-def test_the_plan_id_covers_gpu_uuids_only_where_a_slot_names_them():
+def test_the_plan_id_covers_gpu_uuids_under_a_scheme_of_its_own():
     from optsched.kueue.placement_record import plan_id_of
 
     plain = (PodPlacement(index=0, node="n1", gpus=(0, 1)),)
     named = (PodPlacement(index=0, node="n1", gpus=(0, 1), gpu_uuids=("GPU-a", "GPU-b")),)
     other = (PodPlacement(index=0, node="n1", gpus=(0, 1), gpu_uuids=("GPU-a", "GPU-c")),)
-    assert plan_id_of("u", [("main", plain)]) != plan_id_of("u", [("main", named)])
+    assert plan_id_of("u", [("main", plain)]).startswith("v2-")
+    # An older reader trusts ids of a scheme it does not know: one covering UUIDs must not be v2-.
+    assert plan_id_of("u", [("main", named)]).startswith("v3-")
     record = PlacementRecord(plan_id=plan_id_of("u", [("main", named)]), pod_sets={"main": named})
     assert record.verified("u")
     assert not record.model_copy(update={"pod_sets": {"main": other}}).verified("u")
+    assert not record.model_copy(update={"pod_sets": {"main": plain}}).verified("u")
 
 
 def test_a_slots_uuids_and_enforcement_survive_the_annotation():

@@ -184,3 +184,12 @@ def test_malformed_review_is_allowed_with_a_warning():
     assert mutate({}, queues())["response"]["allowed"]
     odd = {"metadata": {"labels": ["not", "a", "map"]}, "spec": "junk"}
     assert mutate(review(odd), queues())["response"]["allowed"]
+
+
+def test_a_completion_index_of_unicode_digits_is_no_index_and_no_crash():
+    from optsched.controller.views import read_pod  # only this test reads pods
+    from tests.controller import objects as o  # only this test builds them
+
+    pod = o.pod("a-0", plan_id="p1", annotations={"batch.kubernetes.io/job-completion-index": "²"})
+    pod["metadata"]["labels"].pop("batch.kubernetes.io/job-completion-index", None)
+    assert read_pod(pod).completion_index is None

@@ -129,6 +129,13 @@ def test_a_malformed_claim_is_left_out_with_a_warning() -> None:
     assert any("may be planned again" in w for w in snap.warnings)
 
 
+def test_a_claim_whose_metadata_is_not_a_mapping_still_holds_its_devices() -> None:
+    claim = resource_claim("odd", "n1", "gpu-0")
+    claim["metadata"] = "not a mapping"
+    snap = snapshot_from_objects([dra_node("n1"), resource_slice("n1"), claim])
+    assert sum(snap.usage_of("n1").gpu_milli) == 1000
+
+
 def test_an_assumed_pod_whose_planned_gpus_a_claim_holds_is_not_counted_twice() -> None:
     claim = resource_claim("w-0", "n1", "gpu-0", "gpu-1")
     assumed = AssumedPod(workload="ml/w", node="n1", request=PodRequest(gpus=3), gpus=(0, 1, 2))

@@ -44,3 +44,16 @@ def test_a_gpu_partitioned_by_mig_keeps_its_index_and_takes_no_whole_gpu_pod() -
     (n1,) = snapshot_from_objects([degraded("n1", 7, capacity=7), gpus]).nodes
     assert n1.gpu_count == 8
     assert n1.healthy_gpus == (1, 2, 3, 4, 5, 6, 7)
+
+
+def test_whole_gpus_asked_by_two_containers_are_marked_split() -> None:
+    from optsched.snapshot.pods import pod_request  # only this test reads a single pod spec
+
+    def container(gpus: int) -> dict[str, object]:
+        return {"name": f"c{gpus}", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+
+    obj = {"kind": "Pod", "metadata": {"name": "p"}}
+    one = pod_request({"containers": [container(2), {"name": "sidecar"}]}, obj=obj, field="spec")
+    two = pod_request({"containers": [container(2), container(1)]}, obj=obj, field="spec")
+    assert (one.gpus, one.split_gpus) == (2, False)
+    assert (two.gpus, two.split_gpus) == (3, True)
