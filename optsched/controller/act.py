@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from optsched.controller import fault
 from optsched.controller.claim_sweep import OwnedClaim
 from optsched.controller.claim_writes import ClaimWriter, WriterApi
 from optsched.controller.claims import ClaimVerdict
@@ -152,6 +153,8 @@ class Actor:
         try:
             if pin.claim is not None:
                 made = await self.claims.ensure(pin.claim)
+                if made.verdict == ClaimVerdict.CREATE:
+                    fault.reach(fault.AFTER_CLAIM_CREATED)
                 if not made.ready:
                     log.info("pod %s waits for its claim (%s) %s", pin.key, made.verdict, made.error)
                     if made.verdict in (ClaimVerdict.DELETE, ClaimVerdict.WAIT):
