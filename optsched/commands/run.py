@@ -183,6 +183,20 @@ def register_run(subparsers: Any) -> None:
         "(default: %(default)s)",
     )
     parser.add_argument(
+        "--orphan-claim-seconds",
+        type=int,
+        default=DeferPolicy.orphan_claim_seconds,
+        metavar="SECONDS",
+        help="delete an optsched ResourceClaim whose pod is gone once it is this old (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-dra-claims",
+        dest="dra_claims",
+        action="store_false",
+        help="give no pod a ResourceClaim on DRA nodes: pods there are node-pinned only, their "
+        "nvidia.com/gpu served through the DeviceClass's extendedResourceName (enforcement none)",
+    )
+    parser.add_argument(
         "--no-reject-impossible",
         dest="reject_impossible",
         action="store_false",
@@ -260,12 +274,14 @@ def options_from(args: argparse.Namespace) -> Options:
         interval=args.interval,
         debounce=args.debounce,
         dry_run=args.dry_run,
+        dra_claims=args.dra_claims,
         policy=DeferPolicy(
             hold_seconds=args.hold_seconds,
             retry_after_seconds=args.retry_after,
             max_retry_after_seconds=args.max_retry_after,
             unschedulable_seconds=args.unschedulable_seconds,
             reject_impossible=args.reject_impossible,
+            orphan_claim_seconds=args.orphan_claim_seconds,
         ),
     )
 

@@ -12,7 +12,8 @@ read (``on_conflict``). Leadership is checked before every write, so a
 replica that lost the Lease mid-cycle stops writing.
 
 A pod on a DRA node gets its ResourceClaim created first
-(:mod:`optsched.controller.claim_writes`), then its pin.
+(:mod:`optsched.controller.claim_writes`), then its pin; optsched's claims
+whose pod is gone are deleted after the workloads' writes.
 
 A slot pinned recently is claimed in memory for the pod it went to, so a
 pass working from an older pod list never pins a second pod to it before
@@ -27,6 +28,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from optsched.controller import fault
+from optsched.controller.claim_sweep import OwnedClaim
 from optsched.controller.claim_writes import ClaimWriter, WriterApi
 from optsched.controller.claims import ClaimVerdict
 from optsched.controller.clock import Clock
@@ -103,6 +106,7 @@ class Actor:
         """Send one cycle's decisions: pins, then each workload's writes, then the Events."""
         pinned = await self.pin(decisions.pins, decisions.waiting, decisions.ungates)
         applied = await self._each(self._apply(a) for a in decisions.actions if a.writes)
+        applied += await self._each(self._sweep(c) for c in decisions.sweeps)
         self.metrics.observe_deferrals(
             [a.reason.value for a in decisions.actions if a.kind == ActionKind.DEFER and a.reason]
         )
@@ -149,6 +153,8 @@ class Actor:
         try:
             if pin.claim is not None:
                 made = await self.claims.ensure(pin.claim)
+                if made.verdict == ClaimVerdict.CREATE:
+                    fault.reach(fault.AFTER_CLAIM_CREATED)
                 if not made.ready:
                     log.info("pod %s waits for its claim (%s) %s", pin.key, made.verdict, made.error)
                     if made.verdict in (ClaimVerdict.DELETE, ClaimVerdict.WAIT):
@@ -186,6 +192,17 @@ class Actor:
             pin.slot.index,
         )
         return Outcome(pinned=1)
+
+    async def _sweep(self, claim: OwnedClaim) -> Outcome:
+        """Delete one orphaned claim (an error is retried next cycle, the claim still being there)."""
+        if not self.is_leader():
+            return Outcome()
+        try:
+            await self.claims.sweep(claim)
+        except ApiError as exc:
+            log.warning("sweeping claim %s failed (%s); retried next cycle", claim.key, exc)
+            return Outcome(errors=(f"sweep {claim.key}: {exc}",))
+        return Outcome()
 
     async def _write_record(self, action: WorkloadAction, value: str | None, *, on_read: bool = False) -> str:
         """The record patch; ``on_read``: only onto the version the decision was made on."""

@@ -12,6 +12,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from optsched.controller.claim_sweep import OwnedClaim
+from optsched.controller.dra_repair import DraState
 from optsched.controller.inputs import NodePresence
 from optsched.controller.options import DeferPolicy
 from optsched.controller.pinning import PodPin
@@ -118,6 +120,8 @@ class Decisions:
     """Events on objects that could not be used."""
     ungates: tuple[PodPin, ...] = ()
     """Pods of queues that are not ours: our gate is lifted, nothing else changes."""
+    sweeps: tuple[OwnedClaim, ...] = ()
+    """optsched's ResourceClaims whose owner pod is gone (past the grace period): deleted."""
 
     def of_kind(self, kind: ActionKind | str) -> list[WorkloadAction]:
         return [a for a in self.actions if a.kind == kind]
@@ -142,6 +146,8 @@ class Facts:
     """(namespace, plan id) -> why a slot's ResourceClaim cannot be the slot's (DRA mode): re-plan."""
     read_back: ReadBack = field(default_factory=ReadBack)
     """The GPUs node agents report each bound pod holds."""
+    dra: DraState = field(default_factory=DraState)
+    """DRA nodes' published GPUs and the devices claims hold."""
 
     @property
     def stamp(self) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from optsched.controller.claim_sweep import OwnedClaim
 from optsched.controller.claims import (
     ClaimPlan,
     ClaimVerdict,
@@ -126,6 +127,31 @@ class ClaimWriter:
                 self.conflicts.clear()
             self.conflicts[(plan.namespace, plan.plan_id)] = why
         return ClaimResult(False, verdict)
+
+    async def sweep(self, claim: OwnedClaim) -> bool:
+        """Delete an orphaned claim (its uid a precondition) once a live read confirms its owner pod is gone;
+        True if it was deleted."""
+        if claim.owner_name:
+            try:
+                pod = await self.api.get("v1", "pods", claim.owner_name, namespace=claim.namespace)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                pod = None
+            if isinstance(pod, dict) and read_pod(pod).uid == claim.owner_uid:
+                return False  # the informer had not delivered it yet
+        try:
+            await self.api.delete(
+                RESOURCE_API, "resourceclaims", claim.name, namespace=claim.namespace, uid=claim.uid
+            )
+        except ApiError as exc:
+            if exc.conflict:
+                return False  # replaced by a claim of the same name since it was read
+            raise
+        self.metrics.claims_swept.inc()
+        owner = f"pod {claim.owner_name} ({claim.owner_uid})" if claim.owner_name else "no pod"
+        log.info("swept ResourceClaim %s: its owner, %s, is gone", claim.key, owner)
+        return True
 
     async def _body(self, plan: ClaimPlan) -> dict[str, Any] | str:
         """The claim, with the templates' counts and selectors read; a string says why it cannot be made."""

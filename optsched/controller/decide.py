@@ -29,6 +29,8 @@ Rules, for each live Workload that carries one of our admission checks:
   deactivates it and releases its quota instead of holding it forever.
 * **Backoff**: each Retry of a deferral doubles ``requeueAfterSeconds`` with
   Kueue's requeue count, up to a ceiling.
+* **Orphaned claims**: optsched's ResourceClaims whose pod is gone are
+  deleted after ``orphan_claim_seconds`` (``claim_sweep``).
 * Workloads without our check, finished or inactive ones are never touched.
 
 Metrics and Events name the binding reason by its code; an Event goes out
@@ -54,6 +56,7 @@ from optsched.controller.actions import (
     one_line,
     update,
 )
+from optsched.controller.claim_sweep import orphans
 from optsched.controller.events import EventReason
 from optsched.controller.inputs import PlanningInput, Report
 from optsched.controller.options import DeferPolicy, Options
@@ -111,6 +114,7 @@ def decide(
         whole=_whole(inp),
         claim_conflicts=claim_conflicts or {},
         read_back=inp.read_back,
+        dra=inp.dra,
     )
     actions: list[WorkloadAction] = []
     if planned:
@@ -130,6 +134,9 @@ def decide(
         waiting=pins.waiting + waits,
         events=tuple(r.event() for r in reports),
         ungates=ungates_for(inp.pods, inp.queues),
+        sweeps=orphans(
+            inp.claims, (p.uid for p in inp.pods), now=now, grace_seconds=policy.orphan_claim_seconds
+        ),
     )
 
 

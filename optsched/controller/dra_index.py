@@ -82,11 +82,15 @@ class DraIndex:
 class LiveFacts:
     """The webhook's :class:`DraFacts`: the index, and live reads on the event loop on a miss."""
 
-    def __init__(self, index: DraIndex, client: Client, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, index: DraIndex, client: Client, loop: asyncio.AbstractEventLoop, *, claims: bool = True
+    ) -> None:
         self.index, self.client, self.loop = index, client, loop
+        self.claims = claims
+        """False (``--no-dra-claims``): no pod gets a claim."""
 
     def facts(self) -> DraFacts:
-        return DraFacts(records=self.record, templates=self.template)
+        return DraFacts(records=self.record, templates=self.template, claims=self.claims)
 
     def _live(self, job: Any) -> Any:
         """Run ``job`` on the event loop from a webhook thread; None if it fails or is late."""

@@ -24,6 +24,9 @@ class EventReason(StrEnum):
     CLAIM_UNENFORCEABLE = "ClaimUnenforceable"
     """A pod's ResourceClaim name is held by a claim allocated to other devices; the workload is planned
     again."""
+    PLANNED_GPU_UNAVAILABLE = "PlannedGPUUnavailable"
+    """A GPU a pod's ResourceClaim selects is no longer published by its node's ResourceSlice (unhealthy,
+    removed) or is held by another claim; the workload is planned again."""
     PREDICTION_BROKEN = "PredictedGPUsTaken"
     """The device plugin handed a pod's predicted NVLink island to another pod before it started; the
     workload is planned again."""

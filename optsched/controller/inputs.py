@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from optsched.controller.claim_sweep import OwnedClaim, owned_claims
+from optsched.controller.dra_repair import DraState
 from optsched.controller.pod_trust import trusted_pod_objects
 from optsched.controller.read_back import ReadBack
 from optsched.controller.views import PodView, WorkloadView, by_plan, pods_of, read_pod, read_workload
@@ -37,6 +39,7 @@ from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, HOSTNAME_LABEL
 from optsched.model.snapshot import AssumedPod, CheckState, PodRequest, Snapshot, Workload
 from optsched.snapshot.build import snapshot_from_objects
 from optsched.snapshot.dedupe import dedupe
+from optsched.snapshot.dra_demand import ClaimTemplates, claim_templates
 from optsched.snapshot.nodes import parse_node
 from optsched.snapshot.queue_state import with_admissibility
 
@@ -210,6 +213,10 @@ class PlanningInput:
     """Which LocalQueues are ours: pods of the others have our gate lifted."""
     read_back: ReadBack = field(default_factory=ReadBack)
     """The GPUs node agents report each bound pod holds."""
+    dra: DraState = field(default_factory=DraState)
+    """DRA nodes' published GPUs and the devices claims hold."""
+    claims: tuple[OwnedClaim, ...] = ()
+    """optsched's own ResourceClaims, for the sweep of those whose pod is gone."""
 
     @property
     def hostnames(self) -> dict[str, str]:
@@ -242,16 +249,17 @@ def _to_plan(view: WorkloadView, managed: set[str]) -> bool:
 
 
 def _read_workloads(
-    raw: Iterable[dict[str, Any]], check_names: tuple[str, ...]
+    raw: Iterable[dict[str, Any]], check_names: tuple[str, ...], templates: ClaimTemplates
 ) -> tuple[list[WorkloadView], list[Report]]:
-    """A view per Workload, and a report for each whose spec or record is malformed."""
+    """A view per Workload (GPUs asked through ResourceClaimTemplates counted), and a report for each
+    whose spec or record is malformed."""
     local_queues = ks.local_queue_index(raw)
     views: list[WorkloadView] = []
     reports: list[Report] = []
     for obj in raw:
         if obj.get("kind") != "Workload":
             continue
-        view = read_workload(obj, check_names, local_queues)
+        view = read_workload(obj, check_names, local_queues, templates=templates)
         views.append(view)
         if view.problem:
             reports.append(report_for(obj, "InvalidWorkload", view.problem))
@@ -291,7 +299,7 @@ def build_input(
     names = tuple(check_names)
     # One view per Workload even if the read listed one twice (the builder warns about copies).
     raw, _ = dedupe(objects, ("Workload",))
-    views, reports = _read_workloads(raw, names)
+    views, reports = _read_workloads(raw, names, claim_templates(raw))
     pod_views = tuple(read_pod(p) for p in pods)
     assumed = _assumed(views, pod_views)
     # Pods' own claims of which GPUs they hold count only where optsched pinned them there.
@@ -318,6 +326,8 @@ def build_input(
         nodes=present_nodes(raw),
         queues=managed_local_queues(raw, names),
         read_back=ReadBack.of(raw),
+        dra=DraState.of(raw),
+        claims=owned_claims(raw),
     )
 
 

@@ -27,6 +27,9 @@ class DeferPolicy:
     """A pinned pod kube-scheduler cannot bind for this long gets its workload re-planned."""
     reject_impossible: bool = True
     """Reject (rather than requeue forever) a workload that can never fit, once its hold time is over."""
+    orphan_claim_seconds: int = 60
+    """An optsched ResourceClaim whose pod is gone is deleted once it is this old (a pod the informer has
+    not delivered yet is not taken for gone)."""
 
     def retry_after(self, requeues: int) -> int:
         """Exponential backoff on Kueue's requeue count, like Kueue's own checks."""
@@ -58,6 +61,10 @@ class Options:
     """Writes in flight at once (each workload's own writes stay in order)."""
     sync_timeout: float = 30.0
     """Seconds a read waits for the informers' first list before the cycle is skipped."""
+    dra_claims: bool = True
+    """On DRA nodes, the webhook moves each pinned pod's GPUs onto a ResourceClaim selecting its planned
+    UUIDs. False: no pod gets a claim; pods there are node-pinned only, their ``nvidia.com/gpu`` served
+    through the DeviceClass's ``extendedResourceName`` and their enforcement counted as ``none``."""
 
 
 @dataclass(frozen=True)

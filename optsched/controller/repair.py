@@ -15,6 +15,10 @@ rather than left with gated or Pending pods forever:
 * **Claim cannot be the slot's** (DRA mode: the pod's claim name is held by
   a claim allocated to other devices for a live owner, found when the pin
   went to create it): ``Retry`` at once, a new plan names new claims.
+* **Planned GPU unavailable** (DRA mode: a slot not bound yet whose pod's
+  claim selects a GPU the node's ResourceSlice no longer publishes, or that
+  another claim holds; :mod:`optsched.controller.dra_repair`): ``Retry`` at
+  once, the Event names the GPU and why.
 * **Pin cannot bind** (a pinned pod kube-scheduler has found unschedulable
   for ``unschedulable_seconds``: a taint, capacity taken by a pod placed
   around optsched, a label change): ``Retry``.
@@ -33,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from optsched.controller.actions import ActionKind, Facts, WorkloadAction, action, event, update
+from optsched.controller.dra_repair import unavailable_slot
 from optsched.controller.drift_repair import taken_island_promise
 from optsched.controller.events import EventReason
 from optsched.controller.inputs import NodePresence
@@ -71,6 +76,9 @@ def repair_ready(view: WorkloadView, check: CheckEntry, facts: Facts) -> Workloa
     if conflict is not None:
         message = f"optsched: {conflict}; re-planning"
         return _retry(view, check, facts, EventReason.CLAIM_UNENFORCEABLE, message)
+    gone = unavailable_slot(view, pods, facts.dra)
+    if gone is not None:
+        return _retry(view, check, facts, EventReason.PLANNED_GPU_UNAVAILABLE, gone)
     broken = taken_island_promise(view, facts)
     if broken is not None:
         return _retry(view, check, facts, EventReason.PREDICTION_BROKEN, broken)

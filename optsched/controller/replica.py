@@ -66,7 +66,8 @@ async def run_replica(kubeconfig: str | None, replica: Replica) -> int:
     stop = _stop_on_signals()
     webhook = None
     if replica.webhook.port:
-        dra = LiveFacts(controller.dra_index, client, asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        dra = LiveFacts(controller.dra_index, client, loop, claims=replica.options.dra_claims)
         webhook = await _start_webhook(replica.webhook, client, replica, stop, dra)
     tasks = await _follow_leadership(elector, controller, stop)
     try:

@@ -33,6 +33,7 @@ from optsched.model.names import (
     SCHEDULING_GATE,
 )
 from optsched.model.snapshot import CheckState, Workload
+from optsched.snapshot.dra_demand import ClaimTemplates
 from optsched.snapshot.kueue_objects import parse_workload
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -123,18 +124,20 @@ def read_workload(
     local_queues: Mapping[tuple[str, str], str] | None = None,
     *,
     spec: bool = True,
+    templates: ClaimTemplates | None = None,
 ) -> WorkloadView:
     """The view of one raw Workload; with ``spec``, its spec is parsed for the planner too.
 
     ``local_queues`` maps ``(namespace, name)`` to a ClusterQueue, for
-    workloads without a reservation yet.
+    workloads without a reservation yet; ``templates`` are the
+    ResourceClaimTemplates read, so GPUs asked through them count.
     """
     m = ks.meta(obj)
     problem: str | None = None
     workload: Workload | None = None
     if spec:
         try:
-            workload = parse_workload(obj)
+            workload = parse_workload(obj, templates)
         except InputError as exc:
             problem = str(exc)
         except (TypeError, AttributeError, ValueError) as exc:

@@ -174,6 +174,8 @@ class DraFacts:
 
     records: RecordLookup = _unknown
     templates: TemplateLookup = _unknown
+    claims: bool = True
+    """Move pods' GPUs onto their optsched claim on DRA nodes; False (``--no-dra-claims``): never."""
 
 
 def mutate(review: Mapping[str, Any], queues: ManagedQueues, dra: DraFacts | None = None) -> dict[str, Any]:
@@ -205,6 +207,8 @@ def mutate(review: Mapping[str, Any], queues: ManagedQueues, dra: DraFacts | Non
             f"{found.why}; optsched picks the node and GPUs, so leave spec.nodeName empty "
             "(a pod bound at creation would skip the plan and take GPUs promised to another workload)",
         )
-    moved, why = claim_patch(pod, namespace, uid, facts.records, facts.templates)
+    moved, why = (
+        claim_patch(pod, namespace, uid, facts.records, facts.templates) if facts.claims else ([], None)
+    )
     warning = f"optsched: pod {pod_name(pod, namespace)}: {why}" if why else None
     return _allowed(uid, gate_patch(pod) + moved, warning=warning)

@@ -147,3 +147,13 @@ def test_a_gpu_template_entry_is_moved_onto_the_claim_and_other_entries_stay() -
         {"name": "nic"},
         {"name": "optsched-gpus", "request": "gpus-1"},
     ]
+
+
+def test_with_dra_claims_off_no_pod_gets_a_claim_but_pods_naming_ours_are_still_refused() -> None:
+    off = DraFacts(records=_facts().records, templates=_facts().templates, claims=False)
+    ops = _ops(mutate(_review(_pod(index=1)), ManagedQueues(), off))
+    assert "/spec/resourceClaims" not in ops and "/spec/containers" not in ops
+    assert ops["/spec/schedulingGates"] == [{"name": SCHEDULING_GATE}], "still gated: node-pinned only"
+    stolen = [{"name": "x", "resourceClaimName": indexed_claim_name("ns", "v2-p", "workers", 0)}]
+    refused = mutate(_review(_pod(plan=None, index=None, resourceClaims=stolen)), ManagedQueues(), off)
+    assert refused["response"]["allowed"] is False

@@ -9,6 +9,7 @@ from optsched.model.names import KUEUE_API
 from optsched.model.placement import PodPlacement
 from optsched.model.reasons import ReasonCode
 from tests.controller import objects as o
+from tests.snapshot.dra_raw import claim_template, with_template_claim
 
 
 def record(node: str = "n1", count: int = 2) -> PlacementRecord:
@@ -191,3 +192,13 @@ def test_the_controller_counts_quota_from_the_admitted_workloads_without_a_queue
     # b's pod is not bound yet and its admission names no node: its quota is held all the same.
     assert any("ml/b" in w or "Workload ml/b" in w for w in inp.snapshot.warnings)
     assert [r.kind for r in inp.reports] == []
+
+
+def test_a_workload_asking_gpus_through_a_claim_template_is_seen_with_them() -> None:
+    raw = with_template_claim(o.workload("tpl", check="Ready"), "two-gpus")
+    raw["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["limits"] = {}
+    template = claim_template("two-gpus", 2, namespace="default")
+    inp = build_input([*o.base_objects(o.node("n1")), raw, template], ["optsched"])
+    view = inp.workloads["default/tpl"]
+    assert view.problem is None and view.workload is not None
+    assert view.workload.pod_sets[0].request.gpus == 2

@@ -68,3 +68,10 @@ def test_bad_metrics_flags_are_usage_errors(argv: tuple[str, ...]) -> None:
     with pytest.raises(SystemExit) as caught:
         parse("--identity=a", *argv)
     assert caught.value.code == 2
+
+
+def test_dra_claims_can_be_switched_off_and_the_orphan_grace_set() -> None:
+    default = replica_from(parse("--identity", "a")).options
+    assert default.dra_claims and default.policy.orphan_claim_seconds == 60
+    off = replica_from(parse("--identity", "a", "--no-dra-claims", "--orphan-claim-seconds", "5")).options
+    assert not off.dra_claims and off.policy.orphan_claim_seconds == 5
