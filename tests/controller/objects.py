@@ -247,3 +247,23 @@ def pod(
 
 def base_objects(*nodes: dict[str, Any]) -> list[dict[str, Any]]:
     return [*nodes, cluster_queue(), local_queue(), flavor()]
+
+
+def node_gpus(
+    node: str, held: dict[str, list[int]], *, islands: list[list[int]] | None = None
+) -> dict[str, Any]:
+    """A NodeGPUs of 8 healthy GPUs whose agent reports pods (default namespace) holding ``held``."""
+    gpus = [{"index": i, "uuid": f"GPU-{node}-{i}", "health": {"state": "Healthy"}} for i in range(8)]
+    pods = [
+        {"namespace": "default", "name": name, "containers": [{"name": "c", "gpuIndices": indices}]}
+        for name, indices in held.items()
+    ]
+    status: dict[str, Any] = {"gpus": gpus, "pods": pods}
+    if islands is not None:
+        status["nvlinkIslands"] = islands
+    return {
+        "apiVersion": "optsched.io/v1alpha1",
+        "kind": "NodeGPUs",
+        "metadata": {"name": node},
+        "status": status,
+    }

@@ -13,7 +13,8 @@ from optsched.model.placement import Enforcement, PodPlacement
 from tests.controller import objects as o
 
 NOW = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
-PAIRS = json.dumps({"nvlinkIslands": [[0, 1], [2, 3], [4, 5], [6, 7]]})
+ISLANDS = [[0, 1], [2, 3], [4, 5], [6, 7]]
+PAIRS = json.dumps({"nvlinkIslands": ISLANDS})
 
 
 def _workload(gpus: tuple[int, ...], how: Enforcement = Enforcement.PREDICTED):
@@ -22,22 +23,12 @@ def _workload(gpus: tuple[int, ...], how: Enforcement = Enforcement.PREDICTED):
     return o.workload("a", check="Ready", admitted=True, record=record.to_annotation(), gpus=len(gpus))
 
 
-def _node_gpus(held: dict[str, list[int]]):
-    gpus = [{"index": i, "uuid": f"GPU-{i}", "health": {"state": "Healthy"}} for i in range(8)]
-    pods = [
-        {"namespace": "default", "name": name, "containers": [{"name": "c", "gpuIndices": indices}]}
-        for name, indices in held.items()
-    ]
-    return {
-        "apiVersion": "optsched.io/v1alpha1",
-        "kind": "NodeGPUs",
-        "metadata": {"name": "a100"},
-        "status": {"gpus": gpus, "pods": pods, "nvlinkIslands": [[0, 1], [2, 3], [4, 5], [6, 7]]},
-    }
-
-
 def _actions(workload, held, pods=()):
-    objects = [*o.base_objects(o.node("a100", topology=PAIRS)), workload, _node_gpus(held)]
+    objects = [
+        *o.base_objects(o.node("a100", topology=PAIRS)),
+        workload,
+        o.node_gpus("a100", held, islands=ISLANDS),
+    ]
     return decide(build_input(objects, ["optsched"], pods=pods), None, now=NOW).actions
 
 

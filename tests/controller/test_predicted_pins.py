@@ -35,20 +35,6 @@ def _records(*records: tuple[str, PlacementRecord]):
     return out
 
 
-def _node_gpus(node: str, held: dict[str, list[int]]):
-    gpus = [{"index": i, "uuid": f"GPU-{node}-{i}", "health": {"state": "Healthy"}} for i in range(8)]
-    pods = [
-        {"namespace": "default", "name": name, "containers": [{"name": "c", "gpuIndices": indices}]}
-        for name, indices in held.items()
-    ]
-    return {
-        "apiVersion": "optsched.io/v1alpha1",
-        "kind": "NodeGPUs",
-        "metadata": {"name": node},
-        "status": {"gpus": gpus, "pods": pods},
-    }
-
-
 def _decide(pods, records, read_back=None):
     views = [read_pod(p) for p in pods]
     pins = pins_for(views, records, now="2026-01-01T00:05:00Z")
@@ -82,8 +68,8 @@ def test_a_bound_pod_keeps_the_node_busy_until_the_agent_lists_its_devices():
     bound = o.pod("a-1", plan_id="p1", gated=False, pinned_index=1, node="n1", annotations=pinned)
     pods = [bound, o.pod("a-0", plan_id="p1", index=0)]
     records = _records(("a", FIRST))
-    assert _decide(pods, records, ReadBack.of([_node_gpus("n1", {})]))[0] == ()
-    kept, _ = _decide(pods, records, ReadBack.of([_node_gpus("n1", {"a-1": [0, 1]})]))
+    assert _decide(pods, records, ReadBack.of([o.node_gpus("n1", {})]))[0] == ()
+    kept, _ = _decide(pods, records, ReadBack.of([o.node_gpus("n1", {"a-1": [0, 1]})]))
     assert [p.name for p in kept] == ["a-0"]
     # A node no agent reports: bound is enough (kubelet hands devices out as it admits the pod).
     assert [p.name for p in _decide(pods, records)[0]] == ["a-0"]
@@ -98,7 +84,7 @@ def test_a_bound_pod_never_listed_stops_blocking_after_the_read_back_wait():
     kept, _ = _decide(
         [bound, o.pod("a-0", plan_id="p1", index=0)],
         _records(("a", FIRST)),
-        ReadBack.of([_node_gpus("n1", {})]),
+        ReadBack.of([o.node_gpus("n1", {})]),
     )
     assert [p.name for p in kept] == ["a-0"]
 
@@ -122,7 +108,7 @@ def test_bound_predicted_pods_are_counted_as_agreed_drifted_or_unconfirmed():
         read_pod(o.pod("a-1", plan_id="p1", gated=False, pinned_index=1, node="n1")),
         read_pod(o.pod("a-2", plan_id="p1", gated=False, pinned_index=2, node="n2")),
     ]
-    read_back = ReadBack.of([_node_gpus("n1", {"a-0": [3, 2], "a-1": [4, 5]})])
+    read_back = ReadBack.of([o.node_gpus("n1", {"a-0": [3, 2], "a-1": [4, 5]})])
     counts = prediction_outcomes(pods, records.values(), read_back)
     assert counts == {"agreed": 1, "drifted": 1, "unconfirmed": 1}
     metrics = Metrics()
