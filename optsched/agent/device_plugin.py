@@ -8,6 +8,11 @@ which GPUs each pod received. This module plays both parts for whole GPUs
 * kubelet never moves devices: a pod that held GPUs keeps exactly those, even
   a GPU that has since turned unhealthy;
 * a pod that is gone frees its GPUs;
+* new pods are admitted in the order they were bound to the node (the time of
+  their ``PodScheduled`` condition, else their creation for a pod created with
+  ``spec.nodeName``; ties, which the API's one-second timestamps make common,
+  by namespace and name), as kubelet admits pods in the order its watch
+  delivers them, whatever order a list of pods returns them in;
 * a new pod's containers are served in order, each with the device plugin's
   best-effort choice (``optsched.topology.best_effort``, scored on the
   node's NVLink islands and NUMA nodes exactly as the planner scores it)
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from optsched.agent.devices import Discovery
@@ -41,6 +47,13 @@ class GpuPod:
     name: str
     uid: str
     containers: tuple[tuple[str, int], ...]
+    bound_at: datetime | None = None
+    """When the pod was bound to the node (None: not known; such pods are admitted after the others)."""
+
+    def admission_key(self) -> tuple[bool, float, str, str]:
+        """Where kubelet admits the pod among pods new to it at once: bind time, then namespace and name."""
+        at = self.bound_at.timestamp() if self.bound_at is not None else 0.0
+        return (self.bound_at is None, at, self.namespace, self.name)
 
 
 @dataclass(frozen=True)
@@ -67,9 +80,10 @@ def allocate(
     """The devices each of ``pods`` holds, given what the pods of ``previous`` held before.
 
     A pod of ``pods`` found in ``previous`` (same namespace and name) keeps
-    its entry unchanged; the others are new and allocated in the given order.
-    A rejected pod is not remembered: if the caller passes it again, it is
-    tried again (as a recreated pod would be).
+    its entry unchanged; the others are new and allocated in admission order
+    (:meth:`GpuPod.admission_key`), and listed in the given order. A rejected
+    pod is not remembered: if the caller passes it again, it is tried again
+    (as a recreated pod would be).
     """
     before = {(p.namespace, p.name): p for p in previous}
     present = {(p.namespace, p.name) for p in pods}
@@ -82,24 +96,24 @@ def allocate(
         if gpu.index not in taken and gpu.index not in unhealthy and not gpu.mig_enabled
     ]
     board = board_of(discovery)
+    unique: dict[tuple[str, str], GpuPod] = {}
+    for pod in pods:
+        unique.setdefault((pod.namespace, pod.name), pod)
+    given: dict[tuple[str, str], PodDevices | Rejected] = {}
+    for pod in sorted((p for k, p in unique.items() if k not in kept), key=GpuPod.admission_key):
+        admitted = _admit(pod, free, discovery, board)
+        given[pod.namespace, pod.name] = admitted
+        if isinstance(admitted, PodDevices):
+            handed = _indices([admitted], index_of)
+            free = [g for g in free if g not in handed]
     held: list[PodDevices] = []
     rejected: list[Rejected] = []
-    seen: set[tuple[str, str]] = set()
-    for pod in pods:
-        key = (pod.namespace, pod.name)
-        if key in seen:
-            continue
-        seen.add(key)
-        if key in kept:
-            held.append(kept[key])
-            continue
-        admitted = _admit(pod, free, discovery, board)
-        if isinstance(admitted, Rejected):
-            rejected.append(admitted)
-            continue
-        held.append(admitted)
-        given = _indices([admitted], index_of)
-        free = [g for g in free if g not in given]
+    for key in unique:
+        outcome = kept[key] if key in kept else given[key]
+        if isinstance(outcome, Rejected):
+            rejected.append(outcome)
+        else:
+            held.append(outcome)
     return Allocation(tuple(held), tuple(rejected))
 
 
@@ -146,6 +160,10 @@ def pod_from_object(pod: Mapping[str, Any]) -> GpuPod | None:
     init containers are left out: kubelet lets the app containers reuse their
     devices once they finish, which this emulation does not model, so a pod
     whose GPUs are asked for by an init container alone is given none.
+    The bind time is the ``PodScheduled`` condition's ``lastTransitionTime``
+    when it is True, else ``metadata.creationTimestamp`` (a pod created with
+    ``spec.nodeName`` is on the node from the start); an unreadable time is
+    not known, never a reason to skip the pod.
     """
     meta, spec = pod.get("metadata"), pod.get("spec")
     if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
@@ -163,7 +181,32 @@ def pod_from_object(pod: Mapping[str, Any]) -> GpuPod | None:
         if counted is None:
             return None
         containers.append(counted)
-    return GpuPod(namespace, name, uid, tuple(containers))
+    return GpuPod(namespace, name, uid, tuple(containers), _bound_at(meta, pod.get("status")))
+
+
+def _bound_at(meta: Mapping[str, Any], status: Any) -> datetime | None:
+    conditions = _field(status, "conditions", []) if isinstance(status, Mapping) else []
+    for condition in conditions if isinstance(conditions, list) else []:
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "PodScheduled"
+            and condition.get("status") == "True"
+        ):
+            at = _time(condition.get("lastTransitionTime"))
+            if at is not None:
+                return at
+    return _time(meta.get("creationTimestamp"))
+
+
+def _time(value: Any) -> datetime | None:
+    """An RFC 3339 time as the API server writes it (``2025-01-02T03:04:05Z``); None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _container_count(container: Any) -> tuple[str, int] | None:

@@ -61,7 +61,7 @@ from optsched.controller.events import EventReason
 from optsched.controller.inputs import PlanningInput, Report
 from optsched.controller.options import DeferPolicy, Options
 from optsched.controller.pinning import pins_for, ready_records, ungates_for
-from optsched.controller.predicted_pins import busy_nodes, in_plan_order
+from optsched.controller.predicted_pins import awaited_slots, busy_nodes, in_plan_order
 from optsched.controller.records import PlacementRecord, record_from_decision
 from optsched.controller.repair import repair_ready
 from optsched.controller.views import WorkloadView, by_plan
@@ -127,7 +127,8 @@ def decide(
     records = {k: v for k, v in ready_records(inp.workloads.values()).items() if v.key not in sent_back}
     pins = pins_for(inp.pods, records, hostnames=inp.hostnames, now=facts.stamp)
     busy = busy_nodes(inp.pods, records, inp.read_back, now=now)
-    ordered, waits = in_plan_order(pins.pins, busy, records)
+    awaited = awaited_slots(inp.pods, records, pins.pins, now=now)
+    ordered, waits = in_plan_order(pins.pins, busy, records, awaited)
     return Decisions(
         actions=tuple(actions),
         pins=ordered,

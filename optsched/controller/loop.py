@@ -331,7 +331,7 @@ class Controller:
     # -- pinning between cycles --------------------------------------------------------------------
 
     async def pin_pass(self) -> int:
-        """Pin gated pods of Ready workloads from the caches, without planning."""
+        """Pin gated pods of Ready workloads from the caches (NodeGPUs say which pods have their devices)."""
         if not self.is_leader():
             return 0
         try:
@@ -339,7 +339,7 @@ class Controller:
         except (NotSynced, ApiError) as exc:
             log.debug("pin pass skipped: %s", exc)
             return 0
-        kinds = ("Workload", "Node", "LocalQueue", "ClusterQueue")
+        kinds = ("Workload", "Node", "LocalQueue", "ClusterQueue", "NodeGPUs")
         objects = [o for kind in kinds for o in self.cache.of_kind(kind)]
         found = pin_pass_decisions(objects, self.cache.pods(), self.options.check_names, now=self.clock())
         return (await self.actor.pin(found.pins, found.waiting, found.ungates)).pinned

@@ -16,7 +16,7 @@ from typing import Any
 from optsched.controller.actions import Decisions
 from optsched.controller.inputs import present_nodes
 from optsched.controller.pinning import pins_for, ready_records, ungates_for
-from optsched.controller.predicted_pins import busy_nodes, in_plan_order
+from optsched.controller.predicted_pins import awaited_slots, busy_nodes, in_plan_order
 from optsched.controller.read_back import ReadBack
 from optsched.controller.repair import lost_nodes
 from optsched.controller.views import by_plan, pods_of, read_pod, read_workload
@@ -46,7 +46,8 @@ def pin_pass_decisions(
     hostnames = {name: node.hostname for name, node in nodes.items() if node.hostname}
     pins = pins_for(pod_views, records, hostnames=hostnames, now=ks.format_time(now))
     busy = busy_nodes(pod_views, records, ReadBack.of(listed), now=now)
-    ordered, waits = in_plan_order(pins.pins, busy, records)
+    awaited = awaited_slots(pod_views, records, pins.pins, now=now)
+    ordered, waits = in_plan_order(pins.pins, busy, records, awaited)
     return Decisions(
         pins=ordered,
         waiting=pins.waiting + waits,

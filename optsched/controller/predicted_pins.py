@@ -14,7 +14,13 @@ one predicted pod per node is between its pin and its devices:
   node) does not list its devices yet and it was pinned less than
   :data:`READ_BACK_SECONDS` ago;
 * on a node that is not busy, only the first gated pod in plan order is
-  pinned; the others wait, with a line saying for whom.
+  pinned; the others wait, with a line saying for whom;
+* a slot of a Ready record with no pod yet (its workload's pods are still
+  being created: the Job controller makes them one workload, even one pod,
+  at a time) holds back every pod after it in the node's order, for at most
+  :data:`AWAIT_SECONDS` after its plan, so a pod that appears early does not
+  take GPUs the plan gave to one that comes first. Past that (a pod that
+  finished, one that will never come) the order goes on without it.
 
 Pins of other enforcement (DRA claims, GPUs left to the node) pass
 unchanged: kube-scheduler's DRA allocator or the node decides those, in
@@ -33,6 +39,11 @@ from optsched.model.placement import Enforcement, PodPlacement
 
 READ_BACK_SECONDS = 120.0
 """How long a bound predicted pod keeps its node busy while no agent lists its devices."""
+AWAIT_SECONDS = 60.0
+"""How long after its plan a predicted slot that has no pod yet holds back the pods after it on its node."""
+
+OrderKey = tuple[float, int, str, str, int]
+"""Where a slot comes in its node's order: plan time, place in the plan's order, plan id, PodSet, index."""
 
 
 def in_node_order(slot: PodPlacement) -> bool:
@@ -77,17 +88,52 @@ def busy_nodes(
     return busy
 
 
-def _order(pin: PodPin, records: Records) -> tuple[float, int, str, str, int]:
+def _key(planned_at: float, plan_id: str, pod_set: str, slot: PodPlacement) -> OrderKey:
+    within = slot.node_order if slot.node_order is not None else slot.index
+    return (planned_at, within, plan_id, pod_set, slot.index)
+
+
+def _order(pin: PodPin, records: Records) -> OrderKey:
     view = records.get((pin.namespace, pin.plan_id))
     planned_at = view.record.planned_at if view is not None and view.record is not None else 0.0
-    within = pin.slot.node_order if pin.slot.node_order is not None else pin.slot.index
-    return (planned_at, within, pin.plan_id, pin.pod_set, pin.slot.index)
+    return _key(planned_at, pin.plan_id, pin.pod_set, pin.slot)
+
+
+def awaited_slots(
+    pods: Iterable[PodView], records: Records, pins: Sequence[PodPin], *, now: datetime
+) -> dict[str, tuple[OrderKey, str]]:
+    """Node -> the first slot in its order that no pod has taken or takes now, planned less than
+    :data:`AWAIT_SECONDS` ago (its order key and ``namespace/workload PodSet[index]``)."""
+    taken = {(p.namespace, p.plan_id, p.pod_set, p.slot.index) for p in pins}
+    for pod in pods:
+        view = records.get((pod.namespace, pod.plan_id or ""))
+        if pod.live and pod.slot_index is not None and view is not None and view.record is not None:
+            pod_set = pod_set_in(pod, view.record) or ""
+            taken.add((pod.namespace, view.record.plan_id, pod_set, pod.slot_index))
+    awaited: dict[str, tuple[OrderKey, str]] = {}
+    for (namespace, plan_id), view in records.items():
+        record = view.record
+        if record is None or now.timestamp() - record.planned_at >= AWAIT_SECONDS:
+            continue
+        for pod_set, slots in record.pod_sets.items():
+            for slot in slots:
+                if not in_node_order(slot) or (namespace, plan_id, pod_set, slot.index) in taken:
+                    continue
+                key = _key(record.planned_at, plan_id, pod_set, slot)
+                if slot.node not in awaited or key < awaited[slot.node][0]:
+                    awaited[slot.node] = (key, f"{namespace}/{view.name} {pod_set}[{slot.index}]")
+    return awaited
 
 
 def in_plan_order(
-    pins: Sequence[PodPin], busy: Mapping[str, str], records: Records
+    pins: Sequence[PodPin],
+    busy: Mapping[str, str],
+    records: Records,
+    awaited: Mapping[str, tuple[OrderKey, str]] | None = None,
 ) -> tuple[tuple[PodPin, ...], tuple[str, ...]]:
-    """The pins to make now (every other pin, and one predicted pin per free node), and why the rest wait."""
+    """The pins to make now (every other pin, and one predicted pin per free node), and why the rest wait.
+
+    A node's first pin waits too where a slot of ``awaited`` comes before it there."""
     kept: list[PodPin] = []
     waiting: list[str] = []
     first: dict[str, PodPin] = {}
@@ -104,6 +150,14 @@ def in_plan_order(
         elif node not in first or _order(pin, records) < _order(first[node], records):
             first[node] = pin
     for node, chosen in sorted(first.items()):
+        ahead = (awaited or {}).get(node)
+        if ahead is not None and ahead[0] < _order(chosen, records):
+            waiting += [
+                f"{p.key}: waits for the pod of {ahead[1]}, planned before it on {node}, to be created"
+                for p in pins
+                if p.slot.node == node and in_node_order(p.slot) and not p.ungate_only
+            ]
+            continue
         kept.append(chosen)
         waiting += [
             f"{p.key}: waits for {chosen.key} to get its GPUs on {node} first (plan order)"

@@ -129,3 +129,5 @@ class Triggers:
     def on_node_gpus(self, event: WatchEvent) -> None:
         if self.node_gpus(event):
             self.cycle.set()
+            # A pod's devices read back free its node for the next predicted pod.
+            self.pin.set()

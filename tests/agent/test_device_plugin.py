@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,38 @@ def test_a_pod_listed_twice_is_allocated_once() -> None:
     assert len(result.pods) == 1
 
 
+def at(second: int) -> datetime:
+    return datetime(2025, 3, 1, 12, 0, second, tzinfo=UTC)
+
+
+def test_pods_new_in_one_pass_are_admitted_in_bind_order_whatever_order_they_are_listed_in() -> None:
+    a100 = bridged_a100()
+    later = replace(pod("a-later", 2), bound_at=at(9))
+    first = replace(pod("b-first", 2), bound_at=at(3))
+    result = allocate([later, first], [], a100, NONE)
+    assert [p.name for p in result.pods] == ["a-later", "b-first"], "listed in the given order"
+    assert [indices(p, a100) for p in result.pods] == [[(2, 3)], [(0, 1)]], "the pod bound first chose first"
+
+
+def test_pods_bound_in_the_same_second_go_by_namespace_and_name_and_unknown_times_last() -> None:
+    a100 = bridged_a100()
+    unknown = pod("a-unknown", 2)
+    tied_z = replace(pod("z", 2, namespace="a"), bound_at=at(5))
+    tied_b = replace(pod("b", 2), bound_at=at(5))
+    result = allocate([unknown, tied_z, tied_b], [], a100, NONE)
+    chosen = {p.name: indices(p, a100) for p in result.pods}
+    assert chosen == {"z": [(0, 1)], "b": [(2, 3)], "a-unknown": [(4, 5)]}
+
+
+def test_a_refused_pod_frees_nothing_for_pods_admitted_before_it() -> None:
+    a100 = bridged_a100()
+    big = replace(pod("a-big", 8), bound_at=at(2))
+    small = replace(pod("b-small", 2), bound_at=at(1))
+    result = allocate([big, small], [], a100, NONE)
+    assert [p.name for p in result.pods] == ["b-small"] and indices(result.pods[0], a100) == [(0, 1)]
+    assert [r.name for r in result.rejected] == ["a-big"]
+
+
 def test_the_emulated_holdings_read_back_through_the_pod_resources_client(tmp_path: Path) -> None:
     a100 = bridged_a100()
     result = allocate([pod("a", 2), pod("b", 3)], [], a100, NONE)
@@ -127,6 +160,24 @@ def test_sidecars_count_before_the_app_and_plain_init_containers_do_not() -> Non
     parsed = pod_from_object(pod_object(gpus(limits=2), init=init))
     assert parsed is not None
     assert parsed.containers == (("proxy", 1), ("main", 2))
+
+
+def test_the_bind_time_is_pod_scheduled_else_the_creation_and_unreadable_times_are_unknown() -> None:
+    obj = pod_object(gpus(limits=1))
+    obj["metadata"]["creationTimestamp"] = "2025-03-01T12:00:01Z"
+    assert (parsed := pod_from_object(obj)) is not None and parsed.bound_at == at(1)
+    obj["status"] = {
+        "conditions": [
+            {"type": "PodScheduled", "status": "False", "lastTransitionTime": "2025-03-01T12:00:02Z"},
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2025-03-01T12:00:09Z"},
+        ]
+    }
+    assert (parsed := pod_from_object(obj)) is not None and parsed.bound_at == at(1)
+    obj["status"]["conditions"][0] |= {"status": "True", "lastTransitionTime": "2025-03-01T12:00:04Z"}
+    assert (parsed := pod_from_object(obj)) is not None and parsed.bound_at == at(4)
+    obj["status"]["conditions"][0]["lastTransitionTime"] = "yesterday"
+    obj["metadata"]["creationTimestamp"] = 17
+    assert (parsed := pod_from_object(obj)) is not None and parsed.bound_at is None
 
 
 def test_null_fields_read_as_absent_and_namespace_defaults() -> None:

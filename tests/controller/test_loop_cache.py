@@ -16,11 +16,12 @@ from optsched.controller.options import Options
 from optsched.kube.client import Client
 from optsched.kube.informer import Timing
 from optsched.kube.writer import Writer
-from optsched.model.names import KUEUE_QUEUE_NAME_LABEL
+from optsched.model.names import KUEUE_API, KUEUE_QUEUE_NAME_LABEL, NODE_GPUS_API
 from optsched.settings import Settings
 from tests.controller import objects as o
 from tests.kube.fake import FakeCluster, FakeTransport
 from tests.kube.fake_server import FakeServer
+from tests.snapshot.raw import holding, node_gpus
 
 SETTINGS = Settings(time_limit_s=5, workers=1)
 FAST = Timing(backoff_s=0.01, max_backoff_s=0.05, rediscover_s=0.05)
@@ -144,6 +145,41 @@ def test_the_pin_pass_pins_from_the_caches_without_listing() -> None:
 
     with_informers(ctl, body)
     assert [w.target for w in ctl.writer.sent] == ["pods/default/a-0"]
+
+
+PREDICTED = (
+    '{"planId":"p1","plannedAt":0,"podSets":{"main":['
+    '{"index":0,"node":"n1","gpus":[0,1],"enforcement":"predicted","nodeOrder":0},'
+    '{"index":1,"node":"n1","gpus":[2,3],"enforcement":"predicted","nodeOrder":1}]},"flavors":{}}'
+)
+
+
+def test_the_pin_pass_keeps_a_node_busy_until_its_agent_lists_the_bound_predicted_pod() -> None:
+    pinned = {"optsched.io/pinned-at": "2026-01-01T00:00:50Z"}
+    first = o.pod("a-0", plan_id="p1", index=0, pinned_index=0, gated=False, node="n1", annotations=pinned)
+    objects = [
+        *o.base_objects(o.node("n1")),
+        o.workload("a", count=2, gpus=2, check="Ready", admitted=True, record=PREDICTED),
+        node_gpus("n1"),
+        first,
+    ]
+    server = FakeServer(objects, served=(KUEUE_API, NODE_GPUS_API))
+    ctl = controller(Client(server))
+
+    async def body() -> None:
+        await ctl.cache.wait_synced(GUARD_S)
+        server.add(o.pod("a-1", plan_id="p1", index=1))
+        await eventually(lambda: len(ctl.cache.pods()) == 2)
+        assert await ctl.pin_pass() == 0, "a-0 is bound but its devices are not read back yet"
+        listed = node_gpus("n1", pods=[holding("n1", "a-0", 0, 1, namespace="default")])
+        ctl.pin_trigger.clear()
+        server.add(listed)
+        await eventually(ctl.pin_trigger.is_set)  # the read-back wakes a pin pass
+        await eventually(lambda: bool(ctl.cache.of_kind("NodeGPUs")[0]["status"].get("pods")))
+        assert await ctl.pin_pass() == 1
+
+    with_informers(ctl, body)
+    assert [w.target for w in ctl.writer.sent] == ["pods/default/a-1"]
 
 
 def test_a_cycle_leaves_the_cached_objects_as_they_were() -> None:

@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 from optsched.controller.metrics import Metrics
 from optsched.controller.pinning import pins_for
 from optsched.controller.predicted_pins import (
+    AWAIT_SECONDS,
     READ_BACK_SECONDS,
+    awaited_slots,
     busy_nodes,
     in_plan_order,
     prediction_outcomes,
@@ -39,7 +41,7 @@ def _decide(pods, records, read_back=None):
     views = [read_pod(p) for p in pods]
     pins = pins_for(views, records, now="2026-01-01T00:05:00Z")
     busy = busy_nodes(views, records, read_back or ReadBack(), now=NOW)
-    return in_plan_order(pins.pins, busy, records)
+    return in_plan_order(pins.pins, busy, records, awaited_slots(views, records, pins.pins, now=NOW))
 
 
 FIRST = PlacementRecord(
@@ -114,3 +116,51 @@ def test_bound_predicted_pods_are_counted_as_agreed_drifted_or_unconfirmed():
     metrics = Metrics()
     metrics.observe_predictions(counts)
     assert metrics.registry.get_sample_value("optsched_prediction_drift_ratio") == 0.5
+
+
+def _fresh(record: PlacementRecord, seconds_ago: float) -> PlacementRecord:
+    return record.model_copy(update={"planned_at": NOW.timestamp() - seconds_ago})
+
+
+def test_a_slot_whose_pod_is_not_created_yet_holds_back_the_pods_after_it_on_its_node():
+    records = _records(("a", _fresh(FIRST, 5)))
+    kept, waiting = _decide([o.pod("a-0", plan_id="p1", index=0)], records)
+    assert kept == (), "a-1 comes first on n1 and its pod does not exist yet"
+    assert waiting == (
+        "default/a-0: waits for the pod of default/a main[1], planned before it on n1, to be created",
+    )
+
+
+def test_a_pod_ahead_of_the_missing_one_and_pods_on_other_nodes_go():
+    records = _records(("a", _fresh(FIRST, 5)))
+    kept, waiting = _decide(
+        [o.pod("a-1", plan_id="p1", index=1), o.pod("a-2", plan_id="p1", index=2)], records
+    )
+    assert sorted(p.name for p in kept) == ["a-1", "a-2"]
+    assert waiting == ()
+
+
+def test_a_slot_taken_by_a_live_pod_is_not_awaited():
+    records = _records(("a", _fresh(FIRST, 5)))
+    done = o.pod("a-1", plan_id="p1", gated=False, pinned_index=1, node="n1")
+    kept, _ = _decide([done, o.pod("a-0", plan_id="p1", index=0)], records)
+    assert [p.name for p in kept] == ["a-0"]
+
+
+def test_a_slot_that_never_gets_a_pod_stops_holding_back_after_the_wait():
+    stale = _records(("a", _fresh(FIRST, AWAIT_SECONDS + 1)))
+    kept, _ = _decide([o.pod("a-0", plan_id="p1", index=0)], stale)
+    assert [p.name for p in kept] == ["a-0"]
+
+
+def test_the_awaited_slot_is_the_first_in_the_node_order_across_records():
+    later = PlacementRecord(
+        plan_id="p2", planned_at=NOW.timestamp() - 2, pod_sets={"main": (_slot(0, "n1", (4, 5), 0),)}
+    )
+    records = _records(("a", _fresh(FIRST, 5)), ("b", later))
+    views = [read_pod(o.pod("b-0", plan_id="p2", index=0))]
+    awaited = awaited_slots(views, records, (), now=NOW)
+    assert {node: who for node, (_key, who) in awaited.items()} == {
+        "n1": "default/a main[1]",
+        "n2": "default/a main[2]",
+    }
