@@ -128,7 +128,7 @@ def decide(
     pins = pins_for(inp.pods, records, hostnames=inp.hostnames, now=facts.stamp)
     busy = busy_nodes(inp.pods, records, inp.read_back, now=now)
     awaited = awaited_slots(inp.pods, records, pins.pins, now=now)
-    ordered, waits = in_plan_order(pins.pins, busy, records, awaited)
+    ordered, waits = in_plan_order(pins.pins, busy, records, awaited, inp.free)
     return Decisions(
         actions=tuple(actions),
         pins=ordered,

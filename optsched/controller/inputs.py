@@ -27,6 +27,7 @@ from typing import Any
 
 from optsched.controller.claim_sweep import OwnedClaim, owned_claims
 from optsched.controller.dra_repair import DraState
+from optsched.controller.node_free import FreeGpus
 from optsched.controller.pod_trust import trusted_pod_objects
 from optsched.controller.read_back import ReadBack
 from optsched.controller.views import PodView, WorkloadView, by_plan, pods_of, read_pod, read_workload
@@ -213,6 +214,8 @@ class PlanningInput:
     """Which LocalQueues are ours: pods of the others have our gate lifted."""
     read_back: ReadBack = field(default_factory=ReadBack)
     """The GPUs node agents report each bound pod holds."""
+    free: FreeGpus = field(default_factory=lambda: FreeGpus(()))
+    """The whole GPUs free now on device-plugin nodes (bound pods only), read on demand."""
     dra: DraState = field(default_factory=DraState)
     """DRA nodes' published GPUs and the devices claims hold."""
     claims: tuple[OwnedClaim, ...] = ()
@@ -326,6 +329,7 @@ def build_input(
         nodes=present_nodes(raw),
         queues=managed_local_queues(raw, names),
         read_back=ReadBack.of(raw),
+        free=FreeGpus(raw),
         dra=DraState.of(raw),
         claims=owned_claims(raw),
     )

@@ -339,7 +339,7 @@ class Controller:
         except (NotSynced, ApiError) as exc:
             log.debug("pin pass skipped: %s", exc)
             return 0
-        kinds = ("Workload", "Node", "LocalQueue", "ClusterQueue", "NodeGPUs")
+        kinds = ("Workload", "Node", "LocalQueue", "ClusterQueue", "NodeGPUs", "Pod")
         objects = [o for kind in kinds for o in self.cache.of_kind(kind)]
         found = pin_pass_decisions(objects, self.cache.pods(), self.options.check_names, now=self.clock())
         return (await self.actor.pin(found.pins, found.waiting, found.ungates)).pinned

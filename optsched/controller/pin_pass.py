@@ -15,7 +15,9 @@ from typing import Any
 
 from optsched.controller.actions import Decisions
 from optsched.controller.inputs import present_nodes
+from optsched.controller.node_free import FreeGpus
 from optsched.controller.pinning import pins_for, ready_records, ungates_for
+from optsched.controller.pod_trust import trusted_pod_objects
 from optsched.controller.predicted_pins import awaited_slots, busy_nodes, in_plan_order
 from optsched.controller.read_back import ReadBack
 from optsched.controller.repair import lost_nodes
@@ -31,7 +33,8 @@ def pin_pass_decisions(
     *,
     now: datetime,
 ) -> Decisions:
-    """Pins and gate lifts for the gated ``pods``, given the cached ``objects`` (Workloads, Nodes, queues)."""
+    """Pins and gate lifts for the gated ``pods``, given the cached ``objects`` (Workloads, Nodes, queues,
+    NodeGPUs, and the pods bound to nodes, which say what GPUs are free now)."""
     listed = list(objects)
     names = tuple(check_names)
     views = [read_workload(dict(w), names, spec=False) for w in listed if w.get("kind") == "Workload"]
@@ -47,7 +50,8 @@ def pin_pass_decisions(
     pins = pins_for(pod_views, records, hostnames=hostnames, now=ks.format_time(now))
     busy = busy_nodes(pod_views, records, ReadBack.of(listed), now=now)
     awaited = awaited_slots(pod_views, records, pins.pins, now=now)
-    ordered, waits = in_plan_order(pins.pins, busy, records, awaited)
+    free = FreeGpus(trusted_pod_objects([dict(o) for o in listed], views))
+    ordered, waits = in_plan_order(pins.pins, busy, records, awaited, free)
     return Decisions(
         pins=ordered,
         waiting=pins.waiting + waits,

@@ -29,9 +29,11 @@ any order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
+from optsched.capacity.prediction import predicted_pick
+from optsched.controller.node_free import FreeNow
 from optsched.controller.pinning import PodPin, Records, ready_records
 from optsched.controller.read_back import ReadBack
 from optsched.controller.views import PodView, WorkloadView, pod_set_in
@@ -130,41 +132,52 @@ def in_plan_order(
     busy: Mapping[str, str],
     records: Records,
     awaited: Mapping[str, tuple[OrderKey, str]] | None = None,
+    free: Callable[[str], FreeNow | None] | None = None,
 ) -> tuple[tuple[PodPin, ...], tuple[str, ...]]:
     """The pins to make now (every other pin, and one predicted pin per free node), and why the rest wait.
 
-    A node's first pin waits too where a slot of ``awaited`` comes before it there."""
+    On a node that is not busy the pin made is the one whose planned GPUs are NVIDIA's pick on the GPUs
+    ``free`` there now, whatever the order says (turns can come out of order: a record written a cycle
+    late); where none is, the first in plan order, unless a slot of ``awaited`` comes before it."""
     kept: list[PodPin] = []
     waiting: list[str] = []
-    first: dict[str, PodPin] = {}
+    candidates: dict[str, list[PodPin]] = {}
     for pin in pins:
         if pin.ungate_only or not in_node_order(pin.slot):
             kept.append(pin)
-            continue
-        node = pin.slot.node
-        if node in busy:
+        elif pin.slot.node in busy:
             waiting.append(
-                f"{pin.key}: waits until pod {busy[node]} on {node} has its GPUs, so NVIDIA's device "
-                "plugin picks from the free GPUs the plan predicted"
+                f"{pin.key}: waits until pod {busy[pin.slot.node]} on {pin.slot.node} has its GPUs, so "
+                "NVIDIA's device plugin picks from the free GPUs the plan predicted"
             )
-        elif node not in first or _order(pin, records) < _order(first[node], records):
-            first[node] = pin
-    for node, chosen in sorted(first.items()):
-        ahead = (awaited or {}).get(node)
-        if ahead is not None and ahead[0] < _order(chosen, records):
-            waiting += [
-                f"{p.key}: waits for the pod of {ahead[1]}, planned before it on {node}, to be created"
-                for p in pins
-                if p.slot.node == node and in_node_order(p.slot) and not p.ungate_only
-            ]
-            continue
-        kept.append(chosen)
-        waiting += [
-            f"{p.key}: waits for {chosen.key} to get its GPUs on {node} first (plan order)"
-            for p in pins
-            if p is not chosen and p.slot.node == node and in_node_order(p.slot) and node not in busy
-        ]
+        else:
+            candidates.setdefault(pin.slot.node, []).append(pin)
+    for node, here in sorted(candidates.items()):
+        chosen, why = _choose(node, here, records, (awaited or {}).get(node), free)
+        kept += [chosen] if chosen is not None else []
+        waiting += [f"{p.key}: {why}" for p in here if p is not chosen]
     return tuple(kept), tuple(waiting)
+
+
+def _choose(
+    node: str,
+    pins: list[PodPin],
+    records: Records,
+    ahead: tuple[OrderKey, str] | None,
+    free: Callable[[str], FreeNow | None] | None,
+) -> tuple[PodPin | None, str]:
+    """The one pin to make on ``node`` now (None: wait), and what the others wait for."""
+    ordered = sorted(pins, key=lambda p: _order(p, records))
+    now = free(node) if free is not None else None
+    if now is not None:
+        for pin in ordered:
+            gpus = tuple(sorted(pin.slot.gpus or ()))
+            if gpus and len(gpus) <= len(now.free) and predicted_pick(now.board, now.free, len(gpus)) == gpus:
+                return pin, f"waits for {pin.key}, whose GPUs are the device plugin's pick on {node} now"
+    first = ordered[0]
+    if ahead is not None and ahead[0] < _order(first, records):
+        return None, f"waits for the pod of {ahead[1]}, planned before it on {node}, to be created"
+    return first, f"waits for {first.key} to get its GPUs on {node} first (plan order)"
 
 
 PREDICTION_STATES = ("agreed", "drifted", "unconfirmed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from optsched.controller.metrics import Metrics
+from optsched.controller.node_free import FreeGpus
 from optsched.controller.pinning import pins_for
 from optsched.controller.predicted_pins import (
     AWAIT_SECONDS,
@@ -164,3 +165,36 @@ def test_the_awaited_slot_is_the_first_in_the_node_order_across_records():
         "n1": "default/a main[1]",
         "n2": "default/a main[2]",
     }
+
+
+PAIRS_TOPOLOGY = '{"nvlinkIslands": [[0, 1], [2, 3], [4, 5], [6, 7]]}'
+
+
+def test_what_is_free_now_counts_bound_pods_only():
+    bound = o.pod(
+        "x", plan_id=None, gated=False, node="a100", gpus=2, annotations={"optsched.io/gpus": "0,1"}
+    )
+    free = FreeGpus([o.node("a100", topology=PAIRS_TOPOLOGY), bound, o.node_gpus("a100", {"x": [2, 3]})])
+    now = free("a100")
+    assert now is not None and now.free == frozenset({0, 1, 4, 5, 6, 7}), "the agent's read-back wins"
+    assert free("missing") is None
+
+
+def test_the_pin_whose_gpus_are_the_pick_now_goes_first_whatever_the_order():
+    # "four" was planned first (GPUs 0-3) but its record was written a cycle late, after "twos" (4,5).
+    twos = PlacementRecord(plan_id="p1", planned_at=100.0, pod_sets={"main": (_slot(0, "a100", (4, 5), 1),)})
+    four = PlacementRecord(
+        plan_id="p2", planned_at=200.0, pod_sets={"main": (_slot(0, "a100", (0, 1, 2, 3), 0),)}
+    )
+    records = _records(("twos", twos), ("four", four))
+    pods = [o.pod("twos-0", plan_id="p1", index=0), o.pod("four-0", plan_id="p2", index=0)]
+    views = [read_pod(p) for p in pods]
+    pins = pins_for(views, records, now="2026-01-01T00:05:00Z").pins
+    by_order, _ = in_plan_order(pins, {}, records)
+    assert [p.name for p in by_order] == ["twos-0"]
+    free = FreeGpus([o.node("a100", topology=PAIRS_TOPOLOGY)])
+    by_pick, waiting = in_plan_order(pins, {}, records, None, free)
+    assert [p.name for p in by_pick] == ["four-0"]
+    assert waiting == (
+        "default/twos-0: waits for default/four-0, whose GPUs are the device plugin's pick on a100 now",
+    )
