@@ -27,10 +27,11 @@ from typing import Any
 
 import pytest
 
-from e2e.agent_helpers import AgentProcess, served_nodes
+from e2e.agent_helpers import PROFILE_LABEL, AgentProcess, served_nodes
 from e2e.optsched_helpers import optsched_queue, wait_namespace_gone, webhook_controller
 from e2e.testing import KUEUE_API, E2ECluster, Namespace
 from e2e.tests.test_controller_bench import SOLVER_SECONDS, peak_rss_mib, percentile, run_burst, workloads
+from optsched.agent.resource_slices import SIMULATED_DRA_LABEL
 from optsched.kueue import workload_status as ks
 
 pytestmark = pytest.mark.skipif(
@@ -46,10 +47,17 @@ def agent(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
         proc = AgentProcess(cluster.kubeconfig, tmp_path_factory.mktemp("agent-state"), "--interval", "5")
         proc.start()
         try:
-            cluster.wait(lambda: _slices(cluster) >= 900 or None, "ResourceSlices of the DRA nodes", 600)
+            served = _served_dra_nodes(cluster)
+            cluster.wait(lambda: _slices(cluster) >= served or None, f"ResourceSlices of {served} nodes", 900)
             yield proc
         finally:
             proc.stop()
+
+
+def _served_dra_nodes(cluster: E2ECluster) -> int:
+    """DRA nodes a shipped hardware profile models: the simulated agent publishes a slice for each."""
+    labels = [n["metadata"].get("labels") or {} for n in cluster.list("v1", "Node")]
+    return sum(1 for lb in labels if lb.get(SIMULATED_DRA_LABEL) == "true" and lb.get(PROFILE_LABEL))
 
 
 def _slices(cluster: E2ECluster) -> int:
