@@ -274,10 +274,16 @@ def pod_gpus(pod: dict[str, Any]) -> list[int]:
 
 
 def gpus_of(pod: dict[str, Any]) -> int:
+    """Whole GPUs a pod asks for: its containers' nvidia.com/gpu, or, where optsched's webhook moved
+    them onto a ResourceClaim (DRA mode), the GPUs that claim selects (``optsched.io/gpu-uuids``)."""
     total = 0
     for container in pod["spec"]["containers"]:
         resources = container.get("resources") or {}
         total += int((resources.get("limits") or {}).get(GPU, (resources.get("requests") or {}).get(GPU, 0)))
+    claims = [c.get("resourceClaimName", "") for c in pod["spec"].get("resourceClaims") or []]
+    if not total and any(name.startswith("optsched-") for name in claims):
+        uuids = (pod["metadata"].get("annotations") or {}).get("optsched.io/gpu-uuids", "")
+        total = len([u for u in uuids.split(",") if u])
     return total
 
 
