@@ -30,6 +30,7 @@ def pin_pass_decisions(
     check_names: Iterable[str],
     *,
     now: datetime,
+    dra_claims: bool = True,
 ) -> Decisions:
     """Pins and gate lifts for the gated ``pods``, given the cached ``objects`` (Workloads, Nodes, queues)."""
     listed = list(objects)
@@ -44,7 +45,7 @@ def pin_pass_decisions(
         if view.record is not None and not lost_nodes(view.record, pods_of(view, grouped), nodes)
     }
     hostnames = {name: node.hostname for name, node in nodes.items() if node.hostname}
-    pins = pins_for(pod_views, records, hostnames=hostnames, now=ks.format_time(now))
+    pins = pins_for(pod_views, records, hostnames=hostnames, now=ks.format_time(now), claims=dra_claims)
     busy = busy_nodes(pod_views, records, ReadBack.of(listed), now=now)
     ordered, waits = in_plan_order(pins.pins, busy, records)
     return Decisions(
