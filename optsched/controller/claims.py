@@ -218,6 +218,10 @@ class ClaimPlan:
     pod_name: str
     pod_uid: str
 
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
     def problem(self) -> str | None:
         """Why the slot cannot be enforced by this claim (counts or UUIDs do not fit); None if it can."""
         uuids = self.slot.gpu_uuids or ()

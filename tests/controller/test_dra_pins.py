@@ -133,8 +133,12 @@ def test_a_claim_of_that_name_not_this_slots_is_deleted_and_the_pod_waits() -> N
     stale["metadata"]["ownerReferences"][0]["uid"] = "an-older-pod"
     cluster.claims[stale["metadata"]["name"]] = stale
     actor = _actor(cluster)
+    now = [100.0]
+    actor.backoff.clock = lambda: now[0]
     assert asyncio.run(actor.pin(pins[:1])).pinned == 0
     assert cluster.deleted == [stale["metadata"]["name"]] and cluster.pins == []
+    assert asyncio.run(actor.pin(pins[:1])).pinned == 0, "held: not tried again before its delay"
+    now[0] += 60
     assert asyncio.run(actor.pin(pins[:1])).pinned == 1
     assert actor.metrics.claim_conflicts.labels("delete")._value.get() == 1
 
