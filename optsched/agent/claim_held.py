@@ -18,7 +18,9 @@ from typing import Any
 
 from optsched.agent.devices import Discovery
 from optsched.agent.podresources import ContainerDevices, PodDevices
+from optsched.errors import InputError
 from optsched.model.names import DRA_GPU_DRIVER, GPU_RESOURCE
+from optsched.snapshot.dra import allocation_results
 
 ClaimKey = tuple[str, str]
 
@@ -31,14 +33,17 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _results(claim: Mapping[str, Any], node: str) -> list[Mapping[str, Any]]:
-    """The claim's allocated ``gpu.nvidia.com`` devices in the node's pool."""
-    allocation = _dict(_dict(claim.get("status")).get("allocation"))
-    results = _list(_dict(allocation.get("devices")).get("results"))
+def _results(claim: Mapping[str, Any], node: str) -> list[tuple[str, str]]:
+    """The claim's allocated ``gpu.nvidia.com`` devices in the node's pool, as (request, device name),
+    read by the snapshot's reader (a claim it cannot read holds nothing here)."""
+    try:
+        allocated = allocation_results(dict(claim))
+    except InputError:
+        return []
     return [
-        r
-        for r in (_dict(x) for x in results)
-        if r.get("driver") == DRA_GPU_DRIVER and r.get("pool") == node and r.get("device")
+        (request, device)
+        for driver, pool, device, request in allocated
+        if (driver, pool) == (DRA_GPU_DRIVER, node)
     ]
 
 
@@ -61,9 +66,9 @@ def _claim_names(pod: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _request_of(result: Mapping[str, Any]) -> str:
+def _request_of(request: str) -> str:
     """A result's request; a subrequest of a prioritized list (``gpus/big``) counts for its request."""
-    return str(result.get("request", "")).split("/", 1)[0]
+    return request.split("/", 1)[0]
 
 
 def _requests(pod: Mapping[str, Any]) -> dict[str, list[tuple[str, str | None]]]:
@@ -104,9 +109,9 @@ def _pod_holdings(
             claim = claims.get((namespace, name))
             if claim is None or not _reserved_for(claim, uid):
                 continue
-            for result in _results(claim, node):
-                gpu = uuid_of.get(str(result["device"]))
-                if gpu is not None and gpu not in ids and request in (None, _request_of(result)):
+            for allocated, device in _results(claim, node):
+                gpu = uuid_of.get(device)
+                if gpu is not None and gpu not in ids and request in (None, _request_of(allocated)):
                     ids.append(gpu)
         if ids:
             containers.append(ContainerDevices(container_name, ((GPU_RESOURCE, tuple(ids)),)))

@@ -15,6 +15,10 @@ A pod on a DRA node gets its ResourceClaim created first
 (:mod:`optsched.controller.claim_writes`), then its pin; optsched's claims
 whose pod is gone are deleted after the workloads' writes.
 
+A claim found being deleted (its old pod still terminating) or deleted to
+be made afresh is not read again at once: each claim backs off (doubling,
+capped), and a pin pass is woken when its delay is over.
+
 A slot pinned recently is claimed in memory for the pod it went to, so a
 pass working from an older pod list never pins a second pod to it before
 the first pin shows in the list.
@@ -29,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from optsched.controller import fault
+from optsched.controller.backoff import Backoff
 from optsched.controller.claim_sweep import OwnedClaim
 from optsched.controller.claim_writes import ClaimWriter, WriterApi
 from optsched.controller.claims import ClaimVerdict
@@ -83,6 +88,12 @@ class Actor:
         """Creates the ResourceClaim of a DRA pin before the pod is ungated."""
         self._claimed: dict[tuple[str, str, str, int], tuple[str, float]] = {}
         """Slot (namespace, plan id, PodSet, index) -> the pod pinned to it and when (monotonic)."""
+        self.backoff = Backoff()
+        """Claims found being deleted or just deleted: not read again before their delay is over."""
+
+    def _retry_later(self, delay: float) -> None:
+        """Run a pin pass once ``delay`` is over (the claim may be gone by then)."""
+        asyncio.get_running_loop().call_later(delay, self.on_conflict)
 
     @property
     def _dry(self) -> str:
@@ -152,14 +163,17 @@ class Actor:
             return Outcome()
         try:
             if pin.claim is not None:
+                if self.backoff.holds(pin.claim.key):
+                    return Outcome()
                 made = await self.claims.ensure(pin.claim)
                 if made.verdict == ClaimVerdict.CREATE:
                     fault.reach(fault.AFTER_CLAIM_CREATED)
                 if not made.ready:
                     log.info("pod %s waits for its claim (%s) %s", pin.key, made.verdict, made.error)
                     if made.verdict in (ClaimVerdict.DELETE, ClaimVerdict.WAIT):
-                        self.on_conflict()
+                        self._retry_later(self.backoff.hold(pin.claim.key))
                     return Outcome()
+                self.backoff.clear(pin.claim.key)
             await self.writer.patch_pod(pin.namespace, pin.name, pin.patch())
             if not pin.ungate_only:
                 self._claimed[(pin.namespace, pin.plan_id, pin.pod_set, pin.slot.index)] = (
@@ -243,6 +257,8 @@ class Actor:
         except ApiError as exc:
             log.warning("%s %s failed (%s); retried next cycle", action.kind, action.key, exc)
             return Outcome(errors=(f"{action.kind} {action.key}: {exc}",))
+        if action.settles is not None:
+            self.claims.settled(*action.settles)
         self._applied(action)
         return Outcome(events=(action.event,) if action.event is not None else ())
 

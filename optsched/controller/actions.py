@@ -98,6 +98,8 @@ class WorkloadAction:
     """Sent once the check is written."""
     resource_version: str = ""
     """The Workload's resourceVersion as read: the record is written only onto that version."""
+    settles: tuple[str, str] | None = None
+    """The claim conflict (namespace, plan id) this Retry answers: forgotten once it is written."""
 
     @property
     def key(self) -> str:

@@ -9,8 +9,10 @@ is not this slot's is deleted when it holds no device (or its owner pod is
 gone) and created afresh on the next pass; one allocated to other devices
 for a live owner means the slot cannot be enforced: the pod stays gated and
 the workload is re-planned (:attr:`ClaimWriter.conflicts`, read by the
-repair rules). The selectors of a user's ResourceClaimTemplate are read from
-the template here and copied into the claim.
+repair rules; an entry is dropped once the Retry has been sent or a claim
+of that plan is made as planned, so a re-plan is judged afresh). The
+selectors of a user's ResourceClaimTemplate are read from the template here
+and copied into the claim.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class ClaimWriter:
             return ClaimResult(False, ClaimVerdict.WAIT, body)
         if await self.api.create_new(RESOURCE_API, "resourceclaims", body, namespace=plan.namespace):
             self.metrics.claims_created.inc()
+            self.settled(plan.namespace, plan.plan_id)
             return ClaimResult(True, ClaimVerdict.CREATE)
         existing = await self._get(plan.namespace, plan.name)
         live = existing is not None and await self._owner_live(plan.namespace, existing)
@@ -108,6 +111,7 @@ class ClaimWriter:
         if verdict != ClaimVerdict.KEEP:
             self.metrics.claim_conflicts.labels(verdict.value).inc()
         if verdict == ClaimVerdict.KEEP:
+            self.settled(plan.namespace, plan.plan_id)
             return ClaimResult(True, verdict)
         if verdict == ClaimVerdict.DELETE and existing is not None:
             uid = str((existing.get("metadata") or {}).get("uid", ""))
@@ -127,6 +131,11 @@ class ClaimWriter:
                 self.conflicts.clear()
             self.conflicts[(plan.namespace, plan.plan_id)] = why
         return ClaimResult(False, verdict)
+
+    def settled(self, namespace: str, plan_id: str) -> None:
+        """Forget the conflict of a plan: its Retry was sent, or a claim of it was made as planned (a
+        re-plan that picks the same slots gets the same plan id, and is judged afresh)."""
+        self.conflicts.pop((namespace, plan_id), None)
 
     async def sweep(self, claim: OwnedClaim) -> bool:
         """Delete an orphaned claim (its uid a precondition) once a live read confirms its owner pod is gone;

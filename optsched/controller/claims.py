@@ -13,7 +13,9 @@ Names: ``optsched-<hash of namespace/plan id/PodSet>-<completion index>``
 for an indexed pod (the same on every call, so a webhook call repeated or a
 pod recreated for its index names the same claim); a non-indexed pod is
 given ``optsched-<hash>-u<suffix>``, the suffix unique to its admission
-request, and its slot is taken at ungate time by the leader (the lowest free
+request (so is a JobSet's pod, whose completion index repeats in every
+child Job of its PodSet, and a pod whose index is past its PodSet's slots),
+and its slot is taken at ungate time by the leader (the lowest free
 slot, as for every pod) and written on the claim (``optsched.io/slot``) and
 the pod (``optsched.io/pod-index``).
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from optsched.errors import InputError
 from optsched.model.names import (
     CLAIM_PLAN_LABEL,
     CLAIM_PREFIX,
@@ -39,6 +42,7 @@ from optsched.model.names import (
     RESOURCE_API,
 )
 from optsched.model.placement import PodPlacement
+from optsched.snapshot.dra_demand import read_template
 
 UUID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 """What a GPU UUID may look like before it goes into a CEL expression (``GPU-`` and hex, MIG-…)."""
@@ -66,9 +70,36 @@ def indexed_claim_name(namespace: str, plan_id: str, pod_set: str, index: int) -
     return f"{claim_stem(namespace, plan_id, pod_set)}{index}"
 
 
-def unindexed_claim_name(namespace: str, plan_id: str, pod_set: str, unique: str) -> str:
-    """The claim of a non-indexed pod: the PodSet's stem and a suffix from ``unique`` (the request's uid)."""
-    return f"{claim_stem(namespace, plan_id, pod_set)}u{_digest(unique, size=12)}"
+UNINDEXED_MARKER = "u"
+"""After the stem, what marks a claim whose slot is taken at ungate time (an index never starts with it)."""
+
+
+def unindexed_claim_name(namespace: str, plan_id: str, pod_set: str, unique: str, *, hint: str = "") -> str:
+    """The claim of a pod whose slot is taken at ungate time: the PodSet's stem, the unindexed marker,
+    ``hint`` (a JobSet pod's ``j<job index>-<completion index>``) and a suffix from ``unique`` (the
+    admission request's uid)."""
+    tag = f"{hint}-" if hint else ""
+    return f"{claim_stem(namespace, plan_id, pod_set)}{UNINDEXED_MARKER}{tag}{_digest(unique, size=12)}"
+
+
+class ClaimForm(StrEnum):
+    """What a claim name a pod carries is, for the PodSet of the plan it belongs to."""
+
+    INDEXED = "indexed"
+    """The claim of the pod's completion index: the pod takes that slot or waits."""
+    UNINDEXED = "unindexed"
+    """A claim whose slot is taken at ungate time (the lowest free one)."""
+    FOREIGN = "foreign"
+    """Not a name optsched gives a pod of that PodSet: nothing is created or deleted for it."""
+
+
+def claim_form(name: str, namespace: str, plan_id: str, pod_set: str, index: int | None) -> ClaimForm:
+    """Whether ``name`` is the claim optsched names for a pod of ``pod_set`` with completion ``index``."""
+    if index is not None and name == indexed_claim_name(namespace, plan_id, pod_set, index):
+        return ClaimForm.INDEXED
+    if name.startswith(claim_stem(namespace, plan_id, pod_set) + UNINDEXED_MARKER):
+        return ClaimForm.UNINDEXED
+    return ClaimForm.FOREIGN
 
 
 def is_optsched_claim(name: Any) -> bool:
@@ -88,10 +119,13 @@ def _count(raw: Any) -> int | None:
 
 @dataclass(frozen=True)
 class GpuRequest:
-    """What one container asks of the GPUs: its position in ``spec.containers`` and how many."""
+    """What one container asks of the GPUs: the container (by name), how many, and its claim request."""
 
-    position: int
+    container: str
     count: int
+    request: str
+    """The claim request the container names (``gpus-<position>`` when the webhook wrote it; read back
+    from the container's own ``resources.claims`` entry at ungate time)."""
     template: str | None = None
     """The ResourceClaimTemplate it came from (its selectors are copied); None: ``nvidia.com/gpu``."""
     entry: str | None = None
@@ -99,32 +133,30 @@ class GpuRequest:
 
     @property
     def name(self) -> str:
-        return f"gpus-{self.position}"
+        return self.request
 
 
-def template_gpu_request(template: Mapping[str, Any]) -> tuple[int, tuple[dict[str, Any], ...]] | str:
-    """A ResourceClaimTemplate asking whole GPUs: (count, its selectors), or why it cannot be moved."""
+def template_gpu_request(template: dict[str, Any]) -> tuple[int, tuple[dict[str, Any], ...]] | str:
+    """A ResourceClaimTemplate asking whole GPUs, read by the planner's own reader
+    (:func:`optsched.snapshot.dra_demand.read_template`): (count, its selectors), or why it cannot be
+    moved."""
     name = _map(template.get("metadata")).get("name", "?")
-    requests = _list(_map(_map(_map(template.get("spec")).get("spec")).get("devices")).get("requests"))
-    constraints = _map(_map(_map(template.get("spec")).get("spec")).get("devices")).get("constraints")
-    if len(requests) != 1 or constraints:
+    try:
+        demand = read_template(template)
+    except InputError as exc:
+        where = f"field {exc.field}: " if exc.field else ""
+        return f"ResourceClaimTemplate {name}: {where}{exc.detail}"
+    if len(demand.requests) != 1 or demand.constrained:
         return f"ResourceClaimTemplate {name}: only one request and no constraints can be moved to a claim"
-    exactly = _map(_map(requests[0]).get("exactly"))
-    if exactly.get("deviceClassName") != DRA_GPU_DEVICE_CLASS:
+    (request,) = demand.requests
+    if request.gpus < 1:
         return f"ResourceClaimTemplate {name}: its request is not of DeviceClass {DRA_GPU_DEVICE_CLASS}"
-    if exactly.get("allocationMode", "ExactCount") != "ExactCount":
-        mode = exactly.get("allocationMode")
-        return f"ResourceClaimTemplate {name}: allocationMode {mode} is not ExactCount"
-    count = _count(exactly.get("count", 1))
-    if count is None or count < 1:
-        return f"ResourceClaimTemplate {name}: field spec.spec.devices.requests[0].exactly.count is not >= 1"
-    selectors = tuple(dict(s) for s in _list(exactly.get("selectors")) if isinstance(s, dict))
-    return count, selectors
+    return request.gpus, request.selectors
 
 
 def gpu_requests(spec: Mapping[str, Any], gpu_templates: Mapping[str, int]) -> tuple[GpuRequest, ...] | str:
-    """Per container, the whole GPUs it asks (``nvidia.com/gpu``, or a claim from a GPU template);
-    a string says why the pod cannot be moved to one claim.
+    """Per container, the whole GPUs it asks (``nvidia.com/gpu``, or a claim from a GPU template), each
+    given request ``gpus-<position>``; a string says why the pod cannot be moved to one claim.
 
     ``gpu_templates`` maps the names of the ResourceClaimTemplates known to ask
     whole GPUs to their count; a pod entry naming another template is left as it is.
@@ -145,7 +177,8 @@ def gpu_requests(spec: Mapping[str, Any], gpu_templates: Mapping[str, int]) -> t
             return f"container {container.get('name', position)} asks for GPUs in more than one way"
         if found:
             count, template, entry = found[0]
-            out.append(GpuRequest(position=position, count=count, template=template, entry=entry))
+            name = str(container.get("name", ""))
+            out.append(GpuRequest(name, count, f"gpus-{position}", template=template, entry=entry))
     return tuple(out)
 
 
@@ -185,6 +218,10 @@ class ClaimPlan:
     pod_name: str
     pod_uid: str
 
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
     def problem(self) -> str | None:
         """Why the slot cannot be enforced by this claim (counts or UUIDs do not fit); None if it can."""
         uuids = self.slot.gpu_uuids or ()
@@ -223,7 +260,7 @@ class ClaimPlan:
                 "namespace": self.namespace,
                 "labels": {CLAIM_PLAN_LABEL: self.plan_id},
                 "annotations": {CLAIM_SLOT_ANNOTATION: f"{self.pod_set}/{self.slot.index}"},
-                "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
+                "ownerReferences": [{**owner, "controller": True}],
             },
             "spec": {"devices": {"requests": requests}},
         }
@@ -286,28 +323,37 @@ def judge(existing: Mapping[str, Any] | None, wanted: Mapping[str, Any], *, owne
     return ClaimVerdict.CONFLICT
 
 
+REQUEST_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+"""A claim request's name: a DNS label."""
+
+
 def requests_for(
-    positions: Sequence[int], entries: Set[str], template_spec: Mapping[str, Any]
+    refs: Sequence[tuple[str, str]], entries: Set[str], template_spec: Mapping[str, Any]
 ) -> tuple[GpuRequest, ...] | str:
     """The requests of a pod the webhook moved onto its claim, read back at ungate time.
 
-    ``positions`` are the pod's containers referring to ``optsched-gpus`` and
-    ``entries`` the names of its ``spec.resourceClaims``; the counts come from
-    its PodSet's template in the Workload (what Kueue charged):
-    ``nvidia.com/gpu``, or the ResourceClaimTemplate of the entry the pod no
-    longer names (its count is read with the template, ``count`` 0 until then).
+    ``refs`` are the pod's containers referring to ``optsched-gpus``, as
+    (container name, the request its own ``resources.claims`` entry names),
+    so a container another webhook inserted later shifts nothing; ``entries``
+    the names of its ``spec.resourceClaims``. The counts come from the
+    container of the same name in its PodSet's template in the Workload (what
+    Kueue charged): ``nvidia.com/gpu``, or the ResourceClaimTemplate of the
+    entry the pod no longer names (its count is read with the template,
+    ``count`` 0 until then).
     """
     templates = {
         str(e.get("name")): str(e.get("resourceClaimTemplateName"))
         for e in _list(template_spec.get("resourceClaims"))
         if isinstance(e, dict) and e.get("resourceClaimTemplateName")
     }
-    planned = _list(template_spec.get("containers"))
+    planned = {str(_map(c).get("name", "")): _map(c) for c in _list(template_spec.get("containers"))}
     out: list[GpuRequest] = []
-    for position in positions:
-        if position >= len(planned):
-            return f"container {position} of the pod is not in its PodSet's template"
-        resources = _map(_map(planned[position]).get("resources"))
+    for container, request in refs:
+        if not REQUEST_NAME.match(request) or any(r.request == request for r in out):
+            return f"container {container}: its claim request {request!r} is not a distinct DNS label"
+        if container not in planned:
+            return f"container {container} of the pod is not in its PodSet's template"
+        resources = _map(planned[container].get("resources"))
         plain = _count(_map(resources.get("limits")).get(GPU_RESOURCE)) or _count(
             _map(resources.get("requests")).get(GPU_RESOURCE)
         )
@@ -317,11 +363,11 @@ def requests_for(
             if _map(r).get("name") in templates and _map(r).get("name") not in entries
         ]
         if plain:
-            out.append(GpuRequest(position=position, count=plain))
+            out.append(GpuRequest(container, plain, request))
         elif len(moved) == 1:
-            out.append(GpuRequest(position=position, count=0, template=templates[moved[0]], entry=moved[0]))
+            out.append(GpuRequest(container, 0, request, template=templates[moved[0]], entry=moved[0]))
         else:
-            return f"container {position}: its GPU request is not found in its PodSet's template"
+            return f"container {container}: its GPU request is not found in its PodSet's template"
     return tuple(out)
 
 

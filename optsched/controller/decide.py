@@ -97,12 +97,14 @@ def decide(
     reports: Iterable[Report] = (),
     planned: bool = True,
     claim_conflicts: Mapping[tuple[str, str], str] | None = None,
+    dra_claims: bool = True,
 ) -> Decisions:
     """Everything this cycle writes: check updates and records, pod pins, and Events for ``reports``.
 
     ``plan`` is None when nothing needed planning. ``planned`` is False when
     planning failed: then no workload's check is touched, while pods of
-    admitted workloads are still pinned.
+    admitted workloads are still pinned. ``dra_claims``: pods may be given
+    optsched claims (False under ``--no-dra-claims``).
     """
     facts = Facts(
         now=now,
@@ -125,7 +127,7 @@ def decide(
     # A workload sent back in this cycle gets no more pods started on its old placement.
     sent_back = {a.key for a in actions if a.kind in (ActionKind.REPLAN, ActionKind.RESET, ActionKind.REJECT)}
     records = {k: v for k, v in ready_records(inp.workloads.values()).items() if v.key not in sent_back}
-    pins = pins_for(inp.pods, records, hostnames=inp.hostnames, now=facts.stamp)
+    pins = pins_for(inp.pods, records, hostnames=inp.hostnames, now=facts.stamp, claims=dra_claims)
     busy = busy_nodes(inp.pods, records, inp.read_back, now=now)
     awaited = awaited_slots(inp.pods, records, pins.pins, now=now)
     ordered, waits = in_plan_order(pins.pins, busy, records, awaited, inp.free)

@@ -9,7 +9,9 @@ CPython), the event loop alone writes it.
 A pod is created right after its workload's check turns Ready, so its record
 may not have reached this replica's informer yet. On a miss the webhook reads
 the namespace's Workloads once, live, through the event loop (bounded by
-:data:`LIVE_READ_S`); if that fails too the pod gets no claim (fail open): it
+:data:`LIVE_READ_S`); concurrent misses of one namespace wait for that one
+list, and its answer serves every miss for :data:`LIST_KEPT_S` (a Job of a
+thousand pods costs one list, not a thousand); if it fails the pod gets no claim (fail open): it
 is node-pinned only and counted as enforcement ``none``, never refused or
 held, since a missing claim costs the pin its device guarantee but not its
 node. ResourceClaimTemplates are read live on first use and remembered.
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -34,6 +38,9 @@ log = logging.getLogger("optsched.webhook")
 LIVE_READ_S = 2.0
 """The longest a webhook answer waits on a live read (the webhook's own timeout is 5 s)."""
 TEMPLATES_KEPT = 4096
+LIST_KEPT_S = 1.0
+"""How long one live list of a namespace's Workloads answers every pod that misses the index."""
+LISTS_KEPT = 1024
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -88,6 +95,11 @@ class LiveFacts:
         self.index, self.client, self.loop = index, client, loop
         self.claims = claims
         """False (``--no-dra-claims``): no pod gets a claim."""
+        self.clock: Callable[[], float] = time.monotonic
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._lists: dict[str, tuple[float, dict[str, PlacementRecord]]] = {}
+        """namespace -> when it was listed live and its records by plan id."""
 
     def facts(self) -> DraFacts:
         return DraFacts(records=self.record, templates=self.template, claims=self.claims)
@@ -106,14 +118,24 @@ class LiveFacts:
         found = self.index.records.get((namespace, plan_id))
         if found is not None:
             return found
-        items = self._live(self.client.list(KUEUE_API, "workloads", namespace=namespace))
-        if items is None:
-            return None
-        for obj in items:
-            record = _record(obj)
-            if record is not None and record.plan_id == plan_id:
-                return record
-        return None
+        return self._listed(namespace).get(plan_id)
+
+    def _listed(self, namespace: str) -> Mapping[str, PlacementRecord]:
+        """The namespace's records from a live list: one list at a time per namespace, its answer (or
+        its failure, as no records) reused for :data:`LIST_KEPT_S` by every pod arriving meanwhile."""
+        with self._guard:
+            lock = self._locks.setdefault(namespace, threading.Lock())
+        with lock:
+            kept = self._lists.get(namespace)
+            if kept is not None and self.clock() - kept[0] < LIST_KEPT_S:
+                return kept[1]
+            items = self._live(self.client.list(KUEUE_API, "workloads", namespace=namespace))
+            records = {r.plan_id: r for r in (_record(o) for o in items or ()) if r is not None}
+            with self._guard:
+                if len(self._lists) >= LISTS_KEPT:
+                    self._lists.clear()
+                self._lists[namespace] = (self.clock(), records)
+            return records
 
     def template(self, namespace: str, name: str) -> int | None:
         key = (namespace, name)

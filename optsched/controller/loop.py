@@ -161,13 +161,9 @@ class Controller:
         """Set to run the next cycle early (debounced)."""
         self.pin_trigger = asyncio.Event()
         """Set when gated pods may have appeared: a cheap pin-only pass runs without re-planning."""
+        wake = self.pin_trigger.set
         self.actor = Actor(
-            self.writer,
-            self.metrics,
-            options,
-            is_leader=is_leader,
-            clock=clock,
-            on_conflict=self.pin_trigger.set,
+            self.writer, self.metrics, options, is_leader=is_leader, clock=clock, on_conflict=wake
         )
         self.checks = AdmissionCheckReconciler(client, self.writer, options, is_leader=is_leader, clock=clock)
         self.heartbeat = heartbeat or Heartbeat(liveness_bound(options, Settings(), client.request_timeout))
@@ -227,6 +223,7 @@ class Controller:
                 reports=self._new(inp.reports),
                 planned=not errors,
                 claim_conflicts=self.actor.claims.conflicts,
+                dra_claims=self.options.dra_claims,
             )
         result = CycleResult(plan=plan, decisions=decisions, reports=len(inp.reports), errors=errors)
         if not self.is_leader():
@@ -341,7 +338,10 @@ class Controller:
             return 0
         kinds = ("Workload", "Node", "LocalQueue", "ClusterQueue", "NodeGPUs", "Pod")
         objects = [o for kind in kinds for o in self.cache.of_kind(kind)]
-        found = pin_pass_decisions(objects, self.cache.pods(), self.options.check_names, now=self.clock())
+        opts = self.options
+        found = pin_pass_decisions(
+            objects, self.cache.pods(), opts.check_names, now=self.clock(), dra_claims=opts.dra_claims
+        )
         return (await self.actor.pin(found.pins, found.waiting, found.ungates)).pinned
 
     async def _pin_loop(self, stop: asyncio.Event) -> None:

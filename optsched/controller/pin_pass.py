@@ -32,6 +32,7 @@ def pin_pass_decisions(
     check_names: Iterable[str],
     *,
     now: datetime,
+    dra_claims: bool = True,
 ) -> Decisions:
     """Pins and gate lifts for the gated ``pods``, given the cached ``objects`` (Workloads, Nodes, queues,
     NodeGPUs, and the pods bound to nodes, which say what GPUs are free now)."""
@@ -47,7 +48,7 @@ def pin_pass_decisions(
         if view.record is not None and not lost_nodes(view.record, pods_of(view, grouped), nodes)
     }
     hostnames = {name: node.hostname for name, node in nodes.items() if node.hostname}
-    pins = pins_for(pod_views, records, hostnames=hostnames, now=ks.format_time(now))
+    pins = pins_for(pod_views, records, hostnames=hostnames, now=ks.format_time(now), claims=dra_claims)
     busy = busy_nodes(pod_views, records, ReadBack.of(listed), now=now)
     awaited = awaited_slots(pod_views, records, pins.pins, now=now)
     free = FreeGpus(trusted_pod_objects([dict(o) for o in listed], views))

@@ -21,8 +21,13 @@ change makes it fail with 409 and the pin is retried on a fresh read.
 
 A pod whose GPUs the webhook moved onto an optsched ResourceClaim (DRA
 mode) is pinned with the claim its slot needs (:class:`~optsched.controller.claims.ClaimPlan`),
-created before the pod is ungated; an indexed one waits when the slot of its
-index is taken, since its claim is named after that index.
+created before the pod is ungated; one whose claim is named after its
+completion index waits when that slot is taken, one whose claim is not a
+name optsched gives that PodSet's pods waits too (nothing is created or
+deleted for it). A pod without a claim is kept off DRA slots while a
+device-plugin slot is free, and pinned to one only when kube-scheduler's
+first-fit cannot take another slot's planned devices
+(:mod:`optsched.controller.first_fit`).
 
 Pods of pod-based integrations are gated at creation by their queue name,
 before anyone knows whether the queue is ours; once it is known not to be,
@@ -35,8 +40,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from optsched.controller.claims import ClaimPlan, requests_for
+from optsched.controller.claims import ClaimForm, ClaimPlan, claim_form, requests_for
 from optsched.controller.dra_webhook import on_dra
+from optsched.controller.first_fit import FirstFitGuard
 from optsched.controller.views import PodView, WorkloadView, belongs, pod_set_in
 from optsched.kueue import workload_status as ks
 from optsched.kueue.managed_queues import ManagedQueues
@@ -148,58 +154,100 @@ def _groups(
     return groups, waiting
 
 
+Chosen = tuple[WorkloadView, str, PodView, PodPlacement]
+"""A gated pod matched to a slot: its workload, PodSet, the pod and the slot."""
+
+
 def pins_for(
-    pods: Iterable[PodView], records: Records, *, hostnames: Mapping[str, str] | None = None, now: str = ""
+    pods: Iterable[PodView],
+    records: Records,
+    *,
+    hostnames: Mapping[str, str] | None = None,
+    now: str = "",
+    claims: bool = True,
 ) -> PinResult:
     """Pins for every pod gated by us that belongs to one of ``records`` (see :func:`ready_records`).
 
     ``pods`` must hold every live pod carrying the plan-id label (gated or
     not, bound or not), so that taken slots are seen. ``hostnames`` maps node
-    names to their hostname labels; ``now`` stamps each pin.
+    names to their hostname labels; ``now`` stamps each pin; ``claims``:
+    pods may be given optsched claims (False under ``--no-dra-claims``).
     """
     groups, waiting = _groups(pods, records)
     names = hostnames or {}
-    pins: list[PodPin] = []
+    chosen: list[Chosen] = []
     for (namespace, plan_id, pod_set), group in sorted(groups.items()):
         view = records[(namespace, plan_id)]
-        found = _pins_of_pod_set(view, pod_set, group, names, now)
-        pins += found.pins
-        waiting += found.waiting
-    return PinResult(pins=tuple(pins), waiting=tuple(waiting))
-
-
-def _pins_of_pod_set(
-    view: WorkloadView, pod_set: str, group: list[PodView], names: Mapping[str, str], now: str
-) -> PinResult:
-    """Pins of one PodSet's gated pods: indexed pods to their index, the others to the lowest free slots."""
-    record = view.record
-    if record is None:  # never: _groups keeps only workloads with a record
-        return PinResult()
-    slots = {s.index: s for s in record.slots(pod_set)}
-    taken = {p.slot_index for p in group if not p.gated_by_us and p.slot_index is not None}
-    gated = sorted((p for p in group if p.gated_by_us), key=lambda p: (p.created, p.name))
-    chosen: list[tuple[PodView, PodPlacement]] = []
-    unindexed, waiting = [], []
-    for pod in gated:
-        index = pod.completion_index
-        if index is not None and index in slots and index not in taken:
-            taken.add(index)
-            chosen.append((pod, slots[index]))
-        elif index is not None and pod.claim_name:
-            waiting.append(f"{pod.key}: slot {pod_set}/{index} of its claim {pod.claim_name} is taken")
-        else:
-            unindexed.append(pod)
-    free = [slots[i] for i in sorted(slots) if i not in taken]
-    chosen += zip(unindexed, free, strict=False)
-    waiting += [f"{p.key}: every planned slot of PodSet {pod_set} is taken" for p in unindexed[len(free) :]]
-    pins = []
-    for pod, slot in chosen:
+        matched, waits = _match(view, pod_set, group)
+        chosen += matched
+        waiting += waits
+    claimless = [(v.namespace, _plan(v), ps, slot.index) for v, ps, pod, slot in chosen if not pod.claim_name]
+    guard = FirstFitGuard.of(records, groups, claimless, claims=claims)
+    pins: list[PodPin] = []
+    for view, pod_set, pod, slot in chosen:
+        if not pod.claim_name and on_dra(slot):
+            hazard = guard.hazard((view.namespace, _plan(view), pod_set, slot.index), slot.node)
+            if hazard is not None:
+                waiting.append(f"{pod.key}: {hazard}")
+                continue
         claim = _claim(view, pod_set, pod, slot) if pod.claim_name else None
         if isinstance(claim, str):
             waiting.append(f"{pod.key}: {claim}")
             continue
-        pins.append(_pin(pod, record.plan_id, pod_set, slot, names, pinned_at=now, claim=claim))
+        pins.append(_pin(pod, _plan(view), pod_set, slot, names, pinned_at=now, claim=claim))
     return PinResult(pins=tuple(pins), waiting=tuple(waiting))
+
+
+def _plan(view: WorkloadView) -> str:
+    return view.record.plan_id if view.record is not None else ""
+
+
+def _form(pod: PodView, plan_id: str, pod_set: str) -> ClaimForm | None:
+    """What the pod's optsched claim is for its PodSet (None: it names none)."""
+    if not pod.claim_name:
+        return None
+    index = pod.completion_index if pod.job_index is None else None
+    return claim_form(pod.claim_name, pod.namespace, plan_id, pod_set, index)
+
+
+def _match(view: WorkloadView, pod_set: str, group: list[PodView]) -> tuple[list[Chosen], list[str]]:
+    """One PodSet's gated pods matched to slots: a pod with the claim of its completion index to that
+    slot, another indexed pod to its index where free, the rest to the lowest free slots (pods with a
+    claim to DRA slots, pods without one to device-plugin slots first); and why the others wait."""
+    record = view.record
+    if record is None:  # never: _groups keeps only workloads with a record
+        return [], []
+    slots = {s.index: s for s in record.slots(pod_set)}
+    taken = {p.slot_index for p in group if not p.gated_by_us and p.slot_index is not None}
+    gated = sorted((p for p in group if p.gated_by_us), key=lambda p: (p.created, p.name))
+    chosen: list[Chosen] = []
+    claimed: list[PodView] = []
+    claimless: list[PodView] = []
+    waiting: list[str] = []
+    for pod in gated:
+        index, form = pod.completion_index, _form(pod, record.plan_id, pod_set)
+        if form == ClaimForm.FOREIGN:
+            waiting.append(
+                f"{pod.key}: its claim {pod.claim_name} is not one optsched names for PodSet {pod_set} "
+                f"of plan {record.plan_id}; nothing is created for it"
+            )
+        elif form == ClaimForm.INDEXED and (index not in slots or index in taken):
+            waiting.append(f"{pod.key}: slot {pod_set}/{index} of its claim {pod.claim_name} is taken")
+        elif form in (ClaimForm.INDEXED, None) and index in slots and index not in taken:
+            taken.add(index)
+            chosen.append((view, pod_set, pod, slots[index]))
+        else:
+            (claimed if form == ClaimForm.UNINDEXED else claimless).append(pod)
+    free = [slots[i] for i in sorted(slots) if i not in taken]
+    dra = [s for s in free if on_dra(s)]
+    for pod, slot in zip(claimed, dra, strict=False):
+        chosen.append((view, pod_set, pod, slot))
+    rest = [s for s in free if not on_dra(s)] + dra[len(claimed) :]
+    for pod, slot in zip(claimless, rest, strict=False):
+        chosen.append((view, pod_set, pod, slot))
+    left = claimed[len(dra) :] + claimless[len(rest) :]
+    waiting += [f"{p.key}: every planned slot of PodSet {pod_set} is taken" for p in left]
+    return chosen, waiting
 
 
 def _claim(view: WorkloadView, pod_set: str, pod: PodView, slot: PodPlacement) -> ClaimPlan | str:

@@ -35,6 +35,7 @@ running, and the problem is reported on it as an Event.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from optsched.controller.actions import ActionKind, Facts, WorkloadAction, action, event, update
 from optsched.controller.dra_repair import unavailable_slot
@@ -75,7 +76,8 @@ def repair_ready(view: WorkloadView, check: CheckEntry, facts: Facts) -> Workloa
     conflict = facts.claim_conflicts.get((view.namespace, view.record.plan_id))
     if conflict is not None:
         message = f"optsched: {conflict}; re-planning"
-        return _retry(view, check, facts, EventReason.CLAIM_UNENFORCEABLE, message)
+        sent = _retry(view, check, facts, EventReason.CLAIM_UNENFORCEABLE, message)
+        return replace(sent, settles=(view.namespace, view.record.plan_id))
     gone = unavailable_slot(view, pods, facts.dra)
     if gone is not None:
         return _retry(view, check, facts, EventReason.PLANNED_GPU_UNAVAILABLE, gone)

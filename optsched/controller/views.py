@@ -22,6 +22,7 @@ from optsched.kueue import workload_status as ks
 from optsched.model.names import (
     COMPLETION_INDEX_LABEL,
     GPUS_ANNOTATION,
+    JOBSET_JOB_INDEX_LABEL,
     KUEUE_PODSET_LABEL,
     KUEUE_QUEUE_NAME_LABEL,
     PINNED_AT_ANNOTATION,
@@ -256,10 +257,12 @@ class PodView:
     """When optsched pinned it (``optsched.io/pinned-at``)."""
     claim_name: str | None = None
     """The ResourceClaim of its ``optsched-gpus`` entry: the webhook moved its GPUs onto it."""
-    claim_containers: tuple[int, ...] = ()
-    """Positions of the containers that refer to the ``optsched-gpus`` entry."""
+    claim_containers: tuple[tuple[str, str], ...] = ()
+    """The containers that refer to the ``optsched-gpus`` entry: (container name, the request it names)."""
     claim_entries: frozenset[str] = frozenset()
     """Names of its ``spec.resourceClaims`` entries."""
+    job_index: int | None = None
+    """A JobSet pod's child Job index (``jobset.sigs.k8s.io/job-index``)."""
 
     @property
     def key(self) -> str:
@@ -303,6 +306,7 @@ def read_pod(obj: Mapping[str, Any]) -> PodView:
         plan_id=str(labels[PLAN_ID_LABEL]) if labels.get(PLAN_ID_LABEL) else None,
         pod_set=str(pod_set) if pod_set else None,
         completion_index=_index(labels, annotations, key=COMPLETION_INDEX_LABEL),
+        job_index=_index(labels, annotations, key=JOBSET_JOB_INDEX_LABEL),
         slot_index=_index(annotations, key=POD_INDEX_ANNOTATION),
         node=str(spec["nodeName"]) if spec.get("nodeName") else None,
         phase=str(status.get("phase", "")),
@@ -321,13 +325,13 @@ def read_pod(obj: Mapping[str, Any]) -> PodView:
     )
 
 
-def _claim_containers(spec: Mapping[str, Any]) -> tuple[int, ...]:
+def _claim_containers(spec: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     out = []
-    for position, container in enumerate(ks.list_or_empty(spec.get("containers"))):
+    for container in ks.list_or_empty(spec.get("containers")):
         resources = ks.map_or_empty(ks.map_or_empty(container).get("resources"))
-        refs = ks.list_or_empty(resources.get("claims"))
-        if any(isinstance(r, dict) and r.get("name") == POD_CLAIM_NAME for r in refs):
-            out.append(position)
+        for ref in ks.list_or_empty(resources.get("claims")):
+            if isinstance(ref, dict) and ref.get("name") == POD_CLAIM_NAME:
+                out.append((str(ks.map_or_empty(container).get("name", "")), str(ref.get("request", ""))))
     return tuple(out)
 
 

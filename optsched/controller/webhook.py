@@ -193,7 +193,7 @@ def mutate(review: Mapping[str, Any], queues: ManagedQueues, dra: DraFacts | Non
         return _allowed(uid, warning="optsched: pod object missing from the admission request")
     namespace = str(request.get("namespace") or _map(pod.get("metadata")).get("namespace") or "default")
     facts = dra or DraFacts()
-    refused = refusal(pod, namespace, pod_name(pod, namespace), facts.records)
+    refused = refusal(pod, namespace, pod_name(pod, namespace))
     if refused is not None:
         return _denied(uid, refused)
     found = claim(pod, namespace, queues)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+"""On a JobSet's pods: which child Job of its replicated job the pod is of (completion indices repeat)."""
 """On pods of an indexed Job (label, and annotation on older releases)."""
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"

@@ -52,6 +52,7 @@ __all__ = [
     "InUse",
     "Unreadable",
     "allocated",
+    "allocation_results",
     "dra_nodes",
     "gfd_product",
     "read_allocation",
@@ -291,8 +292,8 @@ def dra_nodes(
     return out
 
 
-def read_allocation(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """A ResourceClaim's allocated devices as (driver, pool, device); [] when not allocated."""
+def allocation_results(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """A ResourceClaim's allocated devices as (driver, pool, device, request); [] when not allocated."""
     allocation = get_map(obj, "status.allocation")
     if not allocation:
         return []
@@ -306,8 +307,14 @@ def read_allocation(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
             if not text:
                 raise InputError("is required but missing", obj=describe(obj), field=f"{where}.{key}")
             parts.append(text)
-        out.append((parts[0], parts[1], parts[2]))
+        request = as_str(entry.get("request"), obj=obj, field=f"{where}.request")
+        out.append((parts[0], parts[1], parts[2], request))
     return out
+
+
+def read_allocation(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """A ResourceClaim's allocated devices as (driver, pool, device); [] when not allocated."""
+    return [(driver, pool, device) for driver, pool, device, _ in allocation_results(obj)]
 
 
 def allocated(

@@ -32,7 +32,15 @@ from optsched.snapshot.fields import (
     object_namespace,
 )
 
-__all__ = ["MAX_TEMPLATE_GPUS", "ClaimTemplates", "claim_templates", "template_gpus"]
+__all__ = [
+    "MAX_TEMPLATE_GPUS",
+    "ClaimTemplates",
+    "TemplateDemand",
+    "TemplateRequest",
+    "claim_templates",
+    "read_template",
+    "template_gpus",
+]
 
 MAX_TEMPLATE_GPUS = 1024
 """The most GPUs one request is read as asking for (more than any node holds)."""
@@ -73,19 +81,52 @@ def _request_gpus(entry: dict[str, Any], *, obj: dict[str, Any], where: str) -> 
     return count
 
 
-def template_gpus(obj: dict[str, Any]) -> int:
-    """Whole GPUs one claim made from a ResourceClaimTemplate takes (0 when it asks for none)."""
+@dataclass(frozen=True)
+class TemplateRequest:
+    """One request of a ResourceClaimTemplate: its name, whole GPUs (0: not NVIDIA's class), selectors."""
+
+    name: str
+    gpus: int
+    selectors: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class TemplateDemand:
+    """What one claim made from a ResourceClaimTemplate asks, request by request."""
+
+    requests: tuple[TemplateRequest, ...]
+    constrained: bool = False
+    """It has ``spec.spec.devices.constraints`` (tying its requests' devices together)."""
+
+    @property
+    def gpus(self) -> int:
+        return sum(r.gpus for r in self.requests)
+
+
+def read_template(obj: dict[str, Any]) -> TemplateDemand:
+    """A ResourceClaimTemplate's requests read (an :class:`InputError` names the field that is wrong).
+
+    The one reader of templates: the planner counts :attr:`TemplateDemand.gpus`
+    and the controller moves the same requests onto its claims.
+    """
     field_path = "spec.spec.devices.requests"
-    get_map(obj, "spec.spec.devices")
-    total = 0
-    names: set[str] = set()
+    devices = get_map(obj, "spec.spec.devices")
+    out: list[TemplateRequest] = []
     for where, entry in mappings(get_list(obj, field_path), obj=obj, field=field_path):
         name = as_str(entry.get("name"), obj=obj, field=f"{where}.name")
-        if name in names:
+        if any(r.name == name for r in out):
             raise InputError(f"request name {name!r} appears twice", obj=describe(obj), field=f"{where}.name")
-        names.add(name)
-        total += _request_gpus(entry, obj=obj, where=where)
-    return total
+        gpus = _request_gpus(entry, obj=obj, where=where)
+        exactly = entry.get("exactly")
+        raw = exactly.get("selectors") if gpus and isinstance(exactly, dict) else None
+        selectors = tuple(dict(s) for _, s in mappings(raw, obj=obj, field=f"{where}.exactly.selectors"))
+        out.append(TemplateRequest(name=name, gpus=gpus, selectors=selectors))
+    return TemplateDemand(requests=tuple(out), constrained=bool(devices.get("constraints")))
+
+
+def template_gpus(obj: dict[str, Any]) -> int:
+    """Whole GPUs one claim made from a ResourceClaimTemplate takes (0 when it asks for none)."""
+    return read_template(obj).gpus
 
 
 @dataclass(frozen=True)

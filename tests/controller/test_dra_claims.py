@@ -59,7 +59,7 @@ def test_an_unindexed_claim_name_shares_the_stem_and_is_unique_per_request() -> 
 
 
 def test_the_claim_selects_each_containers_planned_uuids_and_is_owned_by_the_pod() -> None:
-    body = _plan((GpuRequest(0, 2), GpuRequest(2, 1))).body()
+    body = _plan((GpuRequest("a", 2, "gpus-0"), GpuRequest("c", 1, "gpus-2"))).body()
     meta = body["metadata"]
     assert body["apiVersion"] == "resource.k8s.io/v1" and body["kind"] == "ResourceClaim"
     assert meta["labels"] == {CLAIM_PLAN_LABEL: "v2-abc"}
@@ -71,7 +71,6 @@ def test_the_claim_selects_each_containers_planned_uuids_and_is_owned_by_the_pod
             "name": "job-3",
             "uid": "pod-uid",
             "controller": True,
-            "blockOwnerDeletion": True,
         }
     ]
     first, second = body["spec"]["devices"]["requests"]
@@ -87,17 +86,17 @@ def test_the_claim_selects_each_containers_planned_uuids_and_is_owned_by_the_pod
 
 def test_a_templates_own_selectors_are_copied_beside_the_uuid_selector() -> None:
     own = {"cel": {"expression": 'device.attributes["gpu.nvidia.com"].productName == "H100"'}}
-    body = _plan((GpuRequest(0, 3, template="h100s", entry="gpu"),)).body({"h100s": [own]})
+    body = _plan((GpuRequest("a", 3, "gpus-0", template="h100s", entry="gpu"),)).body({"h100s": [own]})
     (request,) = body["spec"]["devices"]["requests"]
     assert request["exactly"]["selectors"][1] == own
     assert len(request["exactly"]["selectors"]) == 2
 
 
 def test_a_slot_whose_uuids_do_not_fit_the_containers_or_are_not_uuids_is_a_problem() -> None:
-    assert _plan((GpuRequest(0, 3),)).problem() is None
-    assert "ask 2 GPU(s) but slot workers/3 names 3" in str(_plan((GpuRequest(0, 2),)).problem())
+    assert _plan((GpuRequest("a", 3, "gpus-0"),)).problem() is None
+    assert "ask 2 GPU(s) but slot workers/3 names 3" in str(_plan((GpuRequest("a", 2, "gpus-0"),)).problem())
     bad = SLOT.model_copy(update={"gpu_uuids": ("GPU-a", 'x"] || true || ["', "GPU-c")})
-    assert "is not a GPU UUID" in str(_plan((GpuRequest(0, 3),), slot=bad).problem())
+    assert "is not a GPU UUID" in str(_plan((GpuRequest("a", 3, "gpus-0"),), slot=bad).problem())
 
 
 def _spec(*containers: dict[str, Any], claims: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -118,8 +117,8 @@ def test_gpu_requests_counts_nvidia_gpu_and_gpu_templates_per_container_position
         ],
     )
     assert gpu_requests(spec, {"two-gpus": 2}) == (
-        GpuRequest(1, 2),
-        GpuRequest(2, 2, template="two-gpus", entry="gpu"),
+        GpuRequest("a", 2, "gpus-1"),
+        GpuRequest("b", 2, "gpus-2", template="two-gpus", entry="gpu"),
     )
     init = {**spec, "initContainers": [{"name": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}
     assert "init container" in str(gpu_requests(init, {}))
@@ -150,17 +149,18 @@ def test_requests_are_read_back_from_the_pod_and_its_podsets_template_at_ungate_
         {"name": "b", "resources": {"claims": [{"name": "gpu"}]}},
         claims=[{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}],
     )
-    assert requests_for((0, 1), frozenset({"optsched-gpus"}), template) == (
-        GpuRequest(0, 2),
-        GpuRequest(1, 0, template="two-gpus", entry="gpu"),
+    refs = (("a", "gpus-0"), ("b", "gpus-1"))
+    assert requests_for(refs, frozenset({"optsched-gpus"}), template) == (
+        GpuRequest("a", 2, "gpus-0"),
+        GpuRequest("b", 0, "gpus-1", template="two-gpus", entry="gpu"),
     )
-    assert "not found" in str(requests_for((0, 1), frozenset({"optsched-gpus", "gpu"}), template))
+    assert "not found" in str(requests_for(refs, frozenset({"optsched-gpus", "gpu"}), template))
 
 
 def _claim(
     owner: str, *, allocated: bool = False, slot: str = "workers/3", deleting: bool = False
 ) -> dict[str, Any]:
-    body = _plan((GpuRequest(0, 3),), uid=owner).body()
+    body = _plan((GpuRequest("a", 3, "gpus-0"),), uid=owner).body()
     body["metadata"]["annotations"] = {CLAIM_SLOT_ANNOTATION: slot}
     if allocated:
         body["status"] = {"allocation": {"devices": {"results": [{"device": "gpu-7"}]}}}
@@ -170,7 +170,7 @@ def _claim(
 
 
 def test_an_existing_claim_is_kept_deleted_waited_for_or_a_conflict() -> None:
-    wanted = _plan((GpuRequest(0, 3),)).body()
+    wanted = _plan((GpuRequest("a", 3, "gpus-0"),)).body()
     assert judge(None, wanted, owner_live=False) == ClaimVerdict.CREATE
     assert judge(_claim("pod-uid", allocated=True), wanted, owner_live=True) == ClaimVerdict.KEEP
     assert judge(_claim("pod-uid", slot="workers/4"), wanted, owner_live=True) == ClaimVerdict.DELETE

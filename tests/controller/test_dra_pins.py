@@ -133,8 +133,12 @@ def test_a_claim_of_that_name_not_this_slots_is_deleted_and_the_pod_waits() -> N
     stale["metadata"]["ownerReferences"][0]["uid"] = "an-older-pod"
     cluster.claims[stale["metadata"]["name"]] = stale
     actor = _actor(cluster)
+    now = [100.0]
+    actor.backoff.clock = lambda: now[0]
     assert asyncio.run(actor.pin(pins[:1])).pinned == 0
     assert cluster.deleted == [stale["metadata"]["name"]] and cluster.pins == []
+    assert asyncio.run(actor.pin(pins[:1])).pinned == 0, "held: not tried again before its delay"
+    now[0] += 60
     assert asyncio.run(actor.pin(pins[:1])).pinned == 1
     assert actor.metrics.claim_conflicts.labels("delete")._value.get() == 1
 
@@ -150,3 +154,35 @@ def test_a_claim_allocated_to_another_live_owner_is_a_conflict_the_workload_is_r
     assert asyncio.run(actor.pin(pins[:1])).pinned == 0
     assert cluster.pins == [] and cluster.deleted == []
     assert ("default", pins[0].plan_id) in actor.claims.conflicts
+
+
+def test_a_claim_still_being_deleted_is_not_read_again_before_its_delay() -> None:
+    cluster = ClaimCluster()
+    pins = _pins()
+    dying = pins[0].claim.body()  # type: ignore[union-attr]
+    dying["metadata"]["ownerReferences"][0]["uid"] = "a-terminating-pod"
+    dying["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    cluster.claims[dying["metadata"]["name"]] = dying
+    reads: list[str] = []
+    get = cluster.get
+
+    async def counted(api_version: str, plural: str, name: str, **kw: Any) -> dict[str, Any]:
+        reads.append(plural)
+        return await get(api_version, plural, name, **kw)
+
+    cluster.get = counted  # type: ignore[method-assign]
+    woken: list[int] = []
+    actor = _actor(cluster)
+    actor.on_conflict = lambda: woken.append(1)
+    for _ in range(5):
+        assert asyncio.run(actor.pin(pins[:1])).pinned == 0
+    assert reads.count("resourceclaims") == 1 and woken == [], "one read, and no pin pass woken at once"
+
+
+def test_a_conflict_is_forgotten_once_a_claim_of_its_plan_is_made() -> None:
+    cluster = ClaimCluster()
+    pins = _pins()
+    actor = _actor(cluster)
+    actor.claims.conflicts[("default", pins[0].plan_id)] = "slot main/0 cannot be enforced"
+    assert asyncio.run(actor.pin(pins[:1])).pinned == 1
+    assert actor.claims.conflicts == {}

@@ -181,3 +181,35 @@ def test_a_slot_whose_claim_is_allocated_elsewhere_is_replanned_at_once():
     assert action.kind == ActionKind.REPLAN and action.check is not None
     assert action.check.state == "Retry" and "allocated to other devices" in action.check.message
     assert action.event is not None and action.event.reason == "ClaimUnenforceable"
+
+
+class _Writer:
+    client = None
+
+    async def set_annotation(self, *args: object, **kw: object) -> str:
+        return "2"
+
+    async def apply_check(self, *args: object, **kw: object) -> None:
+        return None
+
+    async def event(self, *args: object, **kw: object) -> None:
+        return None
+
+
+def test_a_claim_conflict_is_forgotten_once_its_retry_is_sent_so_a_replan_is_judged_afresh():
+    import asyncio  # local: only this test runs an actor
+
+    from optsched.controller.act import Actor
+    from optsched.controller.metrics import Metrics
+    from optsched.controller.options import Options
+
+    record = _record(["n1"])
+    ready = o.workload("a", check="Ready", admitted=True, record=record.to_annotation())
+    inp = build_input([*o.base_objects(o.node("n1")), ready], ["optsched"])
+    actor = Actor(_Writer(), Metrics(), Options(), is_leader=lambda: True, clock=lambda: NOW)  # type: ignore[arg-type]
+    actor.claims.conflicts[("default", record.plan_id)] = "ResourceClaim default/optsched-x-0 is taken"
+    decisions = decide(inp, None, now=NOW, claim_conflicts=actor.claims.conflicts)
+    assert [a.settles for a in decisions.actions] == [("default", record.plan_id)]
+    asyncio.run(actor.act(decisions))
+    assert actor.claims.conflicts == {}
+    assert decide(inp, None, now=NOW, claim_conflicts=actor.claims.conflicts).actions == ()
