@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +166,41 @@ def _crd_served(cluster: E2ECluster) -> bool | None:
     except ApiError:
         time.sleep(0.5)
         return None
+
+
+Ready = Callable[[E2ECluster, set[str]], bool | None]
+"""Whether what a test needs from the agents is published, given the names of the nodes served."""
+
+
+def all_published(cluster: E2ECluster, names: set[str]) -> bool | None:
+    """Every served node has a NodeGPUs with a status."""
+    published = {o["metadata"]["name"] for o in cluster.list(NODE_GPUS_API, "NodeGPUs") if o.get("status")}
+    return True if names <= published else None
+
+
+def slices_of(nodes: list[str]) -> Ready:
+    """Every one of ``nodes`` (DRA nodes) has its ResourceSlice."""
+    return lambda cluster, _: (
+        all(cluster.get(RESOURCE_API, "ResourceSlice", slice_name(n)) for n in nodes) or None
+    )
+
+
+@contextlib.contextmanager
+def running_agent(
+    cluster: E2ECluster,
+    state_dir: Path,
+    *extra: str,
+    ready: Ready = all_published,
+    what: str = "NodeGPUs for every GPU node",
+    timeout: float = 120,
+) -> Iterator[AgentProcess]:
+    """One simulated agent serving every GPU node (see :func:`served_nodes`), once ``ready``; its log
+    tail printed and everything put back afterwards."""
+    with served_nodes(cluster) as before:
+        proc = AgentProcess(cluster.kubeconfig, state_dir, *extra).start()
+        try:
+            cluster.wait(lambda: ready(cluster, set(before)), what, timeout)
+            yield proc
+        finally:
+            proc.stop()
+            print(f"--- agent log ({proc.log_path}) tail ---\n" + "\n".join(proc.log().splitlines()[-40:]))

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from e2e.agent_helpers import NODE_GPUS_API, TOPOLOGY, AgentProcess, served_nodes
+from e2e.agent_helpers import NODE_GPUS_API, TOPOLOGY, AgentProcess, running_agent
 from e2e.optsched_helpers import ROOT, check_state, optsched_queue, pod_gpus
 from e2e.testing import GPU, HOSTNAME_LABEL, E2ECluster, Namespace, gpu_job
 from e2e.tests.test_controller import controller
@@ -30,19 +30,8 @@ from optsched.snapshot.build import load_snapshot
 
 @pytest.fixture(scope="module")
 def agent(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    with served_nodes(cluster) as before:
-        proc = AgentProcess(cluster.kubeconfig, tmp_path_factory.mktemp("agent-state")).start()
-        try:
-            cluster.wait(lambda: _all_published(cluster, set(before)), "NodeGPUs for every GPU node", 120)
-            yield proc
-        finally:
-            proc.stop()
-            print(f"--- agent log ({proc.log_path}) tail ---\n" + "\n".join(proc.log().splitlines()[-40:]))
-
-
-def _all_published(cluster: E2ECluster, names: set[str]) -> bool | None:
-    published = {o["metadata"]["name"] for o in cluster.list(NODE_GPUS_API, "NodeGPUs") if o.get("status")}
-    return True if names <= published else None
+    with running_agent(cluster, tmp_path_factory.mktemp("agent-state")) as proc:
+        yield proc
 
 
 def node_gpus(cluster: E2ECluster, node: str) -> dict[str, Any]:
@@ -131,7 +120,7 @@ def test_an_injected_xid_makes_a_gpu_unhealthy_and_nothing_new_lands_on_it(
         pods = cluster.wait_pods(seven, 1)
         assert sorted(pod_gpus(pods[0])) == [0, 1, 2, 4, 5, 6, 7]
         one = ns.apply_one(gpu_job("one-more", "lq", gpus_per_pod=1))
-        wl = cluster.wait(lambda: cluster.workload_for(one), "the second workload")
+        cluster.wait(lambda: cluster.workload_for(one), "the second workload")
         time.sleep(8)
         wl = cluster.workload_for(one)
         assert wl is not None and check_state(wl, check).get("state") != "Ready", (

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from e2e.agent_helpers import NODE_GPUS_API, AgentProcess, served_nodes
+from e2e.agent_helpers import NODE_GPUS_API, AgentProcess, running_agent, slices_of
 from e2e.kube import ApiError
 from e2e.optsched_helpers import PLAN_ID, POD_INDEX, optsched_queue, record_of
 from e2e.testing import E2ECluster, Namespace, gpu_job
@@ -49,19 +49,9 @@ TEST_GATE = "e2e.optsched.io/hold"
 
 @pytest.fixture(scope="module")
 def agent(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    with served_nodes(cluster):
-        proc = AgentProcess(cluster.kubeconfig, tmp_path_factory.mktemp("agent-state")).start()
-        try:
-            cluster.wait(
-                lambda: (
-                    all(cluster.get(RESOURCE_API, "ResourceSlice", slice_name(n)) for n in DRA_NODES) or None
-                ),
-                "a slice per DRA node",
-                120,
-            )
-            yield proc
-        finally:
-            proc.stop()
+    state = tmp_path_factory.mktemp("agent-state")
+    with running_agent(cluster, state, ready=slices_of(DRA_NODES), what="a slice per DRA node") as proc:
+        yield proc
 
 
 def _devices(cluster: E2ECluster, node: str) -> dict[str, str]:

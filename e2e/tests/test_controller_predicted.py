@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from e2e.agent_helpers import NODE_GPUS_API, AgentProcess, served_nodes
+from e2e.agent_helpers import NODE_GPUS_API, AgentProcess, running_agent
 from e2e.optsched_helpers import check_state, free_port, optsched_queue, pod_gpus, record_of
 from e2e.testing import GPU, GPU_PRODUCT, H100, HOSTNAME_LABEL, KUEUE_API, E2ECluster, Namespace, gpu_job
 from e2e.tests.test_controller import controller, gang
@@ -38,19 +38,8 @@ HOLD = "e2e.optsched.io/hold"
 
 @pytest.fixture(scope="module")
 def agent(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    with served_nodes(cluster) as before:
-        proc = AgentProcess(cluster.kubeconfig, tmp_path_factory.mktemp("agent-state")).start()
-        try:
-            cluster.wait(lambda: _all_published(cluster, set(before)), "NodeGPUs for every GPU node", 120)
-            yield proc
-        finally:
-            proc.stop()
-            print(f"--- agent log ({proc.log_path}) tail ---\n" + "\n".join(proc.log().splitlines()[-40:]))
-
-
-def _all_published(cluster: E2ECluster, names: set[str]) -> bool | None:
-    published = {o["metadata"]["name"] for o in cluster.list(NODE_GPUS_API, "NodeGPUs") if o.get("status")}
-    return True if names <= published else None
+    with running_agent(cluster, tmp_path_factory.mktemp("agent-state")) as proc:
+        yield proc
 
 
 def read_back(cluster: E2ECluster) -> dict[tuple[str, str], tuple[str, list[int]]]:

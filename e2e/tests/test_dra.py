@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from e2e.agent_helpers import NODE_GPUS_API, AgentProcess, served_nodes
+from e2e.agent_helpers import NODE_GPUS_API, AgentProcess, running_agent, slices_of
 from e2e.testing import GPU, HOSTNAME_LABEL, E2ECluster, Namespace
 from optsched.agent.resource_slices import SIMULATED_DRA_LABEL, slice_name
 from optsched.agent.simulated import inject_xid
@@ -29,16 +29,9 @@ DRA_NODES = [f"h200-{i:03d}" for i in range(4)]
 
 @pytest.fixture(scope="module")
 def agent(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    with served_nodes(cluster):
-        proc = AgentProcess(cluster.kubeconfig, tmp_path_factory.mktemp("agent-state")).start()
-        try:
-            cluster.wait(
-                lambda: all(_slice(cluster, n) for n in DRA_NODES) or None, "a slice per DRA node", 120
-            )
-            yield proc
-        finally:
-            proc.stop()
-            print(f"--- agent log ({proc.log_path}) tail ---\n" + "\n".join(proc.log().splitlines()[-40:]))
+    state = tmp_path_factory.mktemp("agent-state")
+    with running_agent(cluster, state, ready=slices_of(DRA_NODES), what="a slice per DRA node") as proc:
+        yield proc
 
 
 def _slice(cluster: E2ECluster, node: str) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from e2e.agent_helpers import PROFILE_LABEL, AgentProcess, served_nodes
+from e2e.agent_helpers import PROFILE_LABEL, AgentProcess, running_agent
 from e2e.optsched_helpers import optsched_queue, wait_namespace_gone, webhook_controller
 from e2e.testing import KUEUE_API, E2ECluster, Namespace
 from e2e.tests.test_controller_bench import SOLVER_SECONDS, peak_rss_mib, percentile, run_burst, workloads
@@ -43,15 +43,17 @@ RESOURCE_API = "resource.k8s.io/v1"
 
 @pytest.fixture(scope="module")
 def agent(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
-    with served_nodes(cluster):
-        proc = AgentProcess(cluster.kubeconfig, tmp_path_factory.mktemp("agent-state"), "--interval", "5")
-        proc.start()
-        try:
-            served = _served_dra_nodes(cluster)
-            cluster.wait(lambda: _slices(cluster) >= served or None, f"ResourceSlices of {served} nodes", 900)
-            yield proc
-        finally:
-            proc.stop()
+    with running_agent(
+        cluster,
+        tmp_path_factory.mktemp("agent-state"),
+        "--interval",
+        "5",
+        # Counted once the nodes carry their hardware profile (labelled as the agent starts).
+        ready=lambda c, _: _slices(c) >= _served_dra_nodes(c) or None,
+        what="a ResourceSlice for every DRA node a hardware profile models",
+        timeout=900,
+    ) as proc:
+        yield proc
 
 
 def _served_dra_nodes(cluster: E2ECluster) -> int:
