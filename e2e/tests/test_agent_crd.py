@@ -2,29 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from e2e.kube import ApiError
 from e2e.testing import H100, E2ECluster
-from e2e.tests.test_agent_security import (  # the fixtures and objects of the agent's security tests
-    NGPU,
-    TABLE,
-    Node,
-    gpus_status,
-    installed,
-    node_gpus,
-    nodes,
-)
-
-__all__ = ["installed", "nodes"]
+from e2e.tests.test_agent_security import CRD, NGPU, TABLE, Node, gpus_status, node_gpus
 
 
-def test_the_crd_accepts_the_contract_and_refuses_bad_layouts(
-    cluster: E2ECluster, nodes: tuple[Node, Node]
-) -> None:
-    a, _ = nodes
+@pytest.fixture
+def node(cluster: E2ECluster) -> Iterator[Node]:
+    """The CRD installed, an H100 node to describe; its NodeGPUs deleted afterwards."""
+    cluster.apply(CRD)
+    cluster.wait_condition(
+        "apiextensions.k8s.io/v1", "CustomResourceDefinition", "nodegpus.optsched.io", "Established"
+    )
+    first = sorted(cluster.gpu_nodes(H100), key=lambda n: n["metadata"]["name"])[0]
+    yield Node(first["metadata"]["name"], first["metadata"]["uid"])
+    with contextlib.suppress(ApiError):
+        cluster.kube.delete(NGPU, "NodeGPUs", first["metadata"]["name"])
+
+
+def test_the_crd_accepts_the_contract_and_refuses_bad_layouts(cluster: E2ECluster, node: Node) -> None:
+    a = node
     cluster.kube.create(node_gpus(a))
     cluster.kube.apply(gpus_status(a), subresource="status")
     table = cluster.kube.request(
