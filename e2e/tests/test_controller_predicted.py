@@ -73,6 +73,9 @@ def predicted_pods(port: int) -> dict[str, float] | None:
 def test_every_pod_of_a_mixed_queue_gets_the_gpus_the_plan_predicted(
     cluster: E2ECluster, agent: AgentProcess, ns: Namespace
 ) -> None:
+    # Pods of earlier tests still leaving would free GPUs between the plan and the pins: the
+    # prediction assumes the free GPUs the plan saw (docs: where it is weaker than DRA).
+    cluster.wait(lambda: True if not read_back(cluster) else None, "every GPU node idle", timeout=120)
     port = free_port()
     plain = ("--metrics-bind-address", f"127.0.0.1:{port}", "--metrics-secure", "false")
     with controller(cluster, ns, *plain) as (_proc, check):
