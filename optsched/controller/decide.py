@@ -130,7 +130,7 @@ def decide(
     pins = pins_for(inp.pods, records, hostnames=inp.hostnames, now=facts.stamp, claims=dra_claims)
     busy = busy_nodes(inp.pods, records, inp.read_back, now=now)
     awaited = awaited_slots(inp.pods, records, pins.pins, now=now)
-    ordered, waits = in_plan_order(pins.pins, busy, records, awaited, inp.free)
+    ordered, waits = in_plan_order(pins.pins, busy, records, awaited, inp.free, now)
     return Decisions(
         actions=tuple(actions),
         pins=ordered,

@@ -52,7 +52,7 @@ def pin_pass_decisions(
     busy = busy_nodes(pod_views, records, ReadBack.of(listed), now=now)
     awaited = awaited_slots(pod_views, records, pins.pins, now=now)
     free = FreeGpus(trusted_pod_objects([dict(o) for o in listed], views))
-    ordered, waits = in_plan_order(pins.pins, busy, records, awaited, free)
+    ordered, waits = in_plan_order(pins.pins, busy, records, awaited, free, now)
     return Decisions(
         pins=ordered,
         waiting=pins.waiting + waits,

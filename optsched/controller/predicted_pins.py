@@ -39,6 +39,8 @@ from optsched.controller.read_back import ReadBack
 from optsched.controller.views import PodView, WorkloadView, pod_set_in
 from optsched.model.placement import Enforcement, PodPlacement
 
+MISMATCH_SECONDS = 30.0
+"""How long a node's pins wait when none of them is the device plugin's pick on its free GPUs now."""
 READ_BACK_SECONDS = 120.0
 """How long a bound predicted pod keeps its node busy while no agent lists its devices."""
 AWAIT_SECONDS = 60.0
@@ -133,12 +135,15 @@ def in_plan_order(
     records: Records,
     awaited: Mapping[str, tuple[OrderKey, str]] | None = None,
     free: Callable[[str], FreeNow | None] | None = None,
+    at: datetime | None = None,
 ) -> tuple[tuple[PodPin, ...], tuple[str, ...]]:
     """The pins to make now (every other pin, and one predicted pin per free node), and why the rest wait.
 
     On a node that is not busy the pin made is the one whose planned GPUs are NVIDIA's pick on the GPUs
     ``free`` there now, whatever the order says (turns can come out of order: a record written a cycle
-    late); where none is, the first in plan order, unless a slot of ``awaited`` comes before it."""
+    late); where none is, the first in plan order, unless a slot of ``awaited`` comes before it, or its
+    record is younger than :data:`MISMATCH_SECONDS` at ``at`` (the pod planned before it on the node
+    may still be on its way: a record written a cycle late is not awaited yet)."""
     kept: list[PodPin] = []
     waiting: list[str] = []
     candidates: dict[str, list[PodPin]] = {}
@@ -153,7 +158,7 @@ def in_plan_order(
         else:
             candidates.setdefault(pin.slot.node, []).append(pin)
     for node, here in sorted(candidates.items()):
-        chosen, why = _choose(node, here, records, (awaited or {}).get(node), free)
+        chosen, why = _choose(node, here, records, (awaited or {}).get(node), free, at)
         kept += [chosen] if chosen is not None else []
         waiting += [f"{p.key}: {why}" for p in here if p is not chosen]
     return tuple(kept), tuple(waiting)
@@ -165,16 +170,23 @@ def _choose(
     records: Records,
     ahead: tuple[OrderKey, str] | None,
     free: Callable[[str], FreeNow | None] | None,
+    at: datetime | None,
 ) -> tuple[PodPin | None, str]:
     """The one pin to make on ``node`` now (None: wait), and what the others wait for."""
     ordered = sorted(pins, key=lambda p: _order(p, records))
     now = free(node) if free is not None else None
+    first = ordered[0]
     if now is not None:
         for pin in ordered:
             gpus = tuple(sorted(pin.slot.gpus or ()))
             if gpus and len(gpus) <= len(now.free) and predicted_pick(now.board, now.free, len(gpus)) == gpus:
                 return pin, f"waits for {pin.key}, whose GPUs are the device plugin's pick on {node} now"
-    first = ordered[0]
+        age = at.timestamp() - _order(first, records)[0] if at is not None else MISMATCH_SECONDS
+        if age < MISMATCH_SECONDS:
+            return None, (
+                f"no pod's planned GPUs are the device plugin's pick on {node} now; waiting up to "
+                f"{MISMATCH_SECONDS:.0f}s for the pod planned before them there"
+            )
     if ahead is not None and ahead[0] < _order(first, records):
         return None, f"waits for the pod of {ahead[1]}, planned before it on {node}, to be created"
     return first, f"waits for {first.key} to get its GPUs on {node} first (plan order)"

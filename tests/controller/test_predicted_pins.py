@@ -198,3 +198,18 @@ def test_the_pin_whose_gpus_are_the_pick_now_goes_first_whatever_the_order():
     assert waiting == (
         "default/twos-0: waits for default/four-0, whose GPUs are the device plugin's pick on a100 now",
     )
+
+
+def test_pins_that_are_not_the_pick_now_wait_a_while_for_the_pod_planned_before_them():
+    # "twos" is planned after a 4-GPU pod whose record is not written yet: GPUs 4,5 are not the pick now.
+    twos = PlacementRecord(
+        plan_id="p1", planned_at=NOW.timestamp() - 5, pod_sets={"main": (_slot(0, "a100", (4, 5), 1),)}
+    )
+    records = _records(("twos", twos))
+    views = [read_pod(o.pod("twos-0", plan_id="p1", index=0))]
+    pins = pins_for(views, records, now="2026-01-01T00:05:00Z").pins
+    free = FreeGpus([o.node("a100", topology=PAIRS_TOPOLOGY)])
+    kept, waiting = in_plan_order(pins, {}, records, None, free, NOW)
+    assert kept == () and "waiting up to 30s" in waiting[0]
+    later = datetime.fromtimestamp(NOW.timestamp() + 60, tz=UTC)
+    assert [p.name for p in in_plan_order(pins, {}, records, None, free, later)[0]] == ["twos-0"]
