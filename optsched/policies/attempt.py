@@ -9,7 +9,7 @@ compute per product.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from optsched.capacity.state import NodeState
@@ -26,6 +26,8 @@ class Attempt:
     """Free GPU compute (milli) per GPU product, kept current with every booking."""
     product: dict[str, str]
     """Node name -> GPU product."""
+    changed: Callable[[NodeState], None] | None = None
+    """Told of every node whose free state a booking or an undo changed (the walk's state indexes)."""
     booked: list[tuple[NodeState, PodRequest, list[int]]] = field(default_factory=list)
 
     def take(self, node: NodeState, req: PodRequest, gpus: list[int]) -> None:
@@ -33,6 +35,8 @@ class Attempt:
         self.keys.pop(node.name, None)
         self.free[self.product[node.name]] -= req.gpu_milli_total
         self.booked.append((node, req, gpus))
+        if self.changed is not None:
+            self.changed(node)
 
     def rollback(self, mark: int = 0) -> None:
         while len(self.booked) > mark:
@@ -40,3 +44,5 @@ class Attempt:
             node.give_back(req, gpus)
             self.keys.pop(node.name, None)
             self.free[self.product[node.name]] += req.gpu_milli_total
+            if self.changed is not None:
+                self.changed(node)

@@ -31,13 +31,16 @@ from optsched.capacity.prediction import predict_placement
 from optsched.capacity.state import NodeState
 from optsched.errors import InputError
 from optsched.kueue.quota import QuotaLedger, pod_quota_amounts, scaled
-from optsched.model.names import HOSTNAME_LABEL
 from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
-from optsched.model.snapshot import FULL_GPU_MILLI, ClusterQueue, Node, PodSet, Snapshot, Workload
+from optsched.model.snapshot import ClusterQueue, Node, PodSet, Snapshot, Workload
 from optsched.policies.attempt import Attempt
 from optsched.policies.base import NodeChooser
 from optsched.policies.choosers import MostAllocated
+from optsched.policies.levels import levels_to_try
+from optsched.policies.pool import RoomPool, StateIndex, room_check
 from optsched.topology.domains import domain_of
+
+_DomainGroups = list[tuple[tuple[str, ...], list[NodeState]]]
 
 ORDERS = ("queue", "given")
 """``queue``: Kueue order (priority desc, creation asc); ``given``: the snapshot's order."""
@@ -109,6 +112,12 @@ class _Greedy:
             self.free[product] = self.free.get(product, 0) + max(0, state.free_gpu_milli)
         self.scopes: dict[tuple[int, str | None], list[NodeState]] = {}
         """Working states of a cached candidate list (by identity) and GPU product."""
+        self.indexes: dict[Hashable, StateIndex] = {}
+        """The same lists grouped by free state (deterministic choosers only), by scope key."""
+        self.domain_cache: dict[Hashable, tuple[list[NodeState], _DomainGroups]] = {}
+        """Domain groups of a node list by (list identity, levels, level); the list is kept alive here."""
+        self.indexed: dict[str, list[StateIndex]] = {}
+        """Node name -> the indexes that hold it, re-filed on every booking."""
         # Nodes in the same free state score the same under a deterministic chooser, so only the
         # first of each is offered; a chooser that breaks ties at random sees every node.
         self.distinct = not chooser.random_ties
@@ -139,7 +148,7 @@ class _Greedy:
             return None
         groups: list[str | None] = [None] if mixed or single else list(self._product_groups(per_pod_set))
         for product in groups:
-            attempt = Attempt(self.keys, self.free, self.product)
+            attempt = Attempt(self.keys, self.free, self.product, self._refile if self.distinct else None)
             ledger = self.ledger.copy() if cq is not None else None
             assignment = WorkloadAssignment()
             for ps, cands in per_pod_set:
@@ -174,21 +183,13 @@ class _Greedy:
         for ps, cands in per_pod_set:
             if not ps.request.gpus:
                 continue
-            by_product: dict[str, list[NodeState]] = {}
-            in_order: list[NodeState] = []
-            for cand in cands:
-                for node in cand.nodes:
-                    product = node.product
-                    if product in allowed:
-                        by_product.setdefault(product, []).append(self.state.by_name[node.name])
-                        in_order.append(self.state.by_name[node.name])
             for product in allowed:
-                room = sum(max(0, s.free_gpu_milli) for s in by_product.get(product, []))
+                room = sum(self._free_milli(cand, product) for cand in cands)
                 if room < ps.needed * ps.request.gpu_milli_total:
                     fits[product] = False
                 free[product] += room
             if first_choice is None:
-                choice = self.chooser.choose(self._room(ps, in_order), ps.request)
+                choice = self.chooser.choose(self._first_pool(ps, cands, allowed), ps.request)
                 if choice is not None:
                     first_choice = self.nodes[choice[0].name].product
         return sorted(allowed, key=lambda p: (not fits[p], p != first_choice, -free[p], p))
@@ -205,11 +206,7 @@ class _Greedy:
         for cand in cands:
             flavor = cand.flavor.name if cand.flavor is not None else None
             group = product if ps.request.gpus else None
-            states = self.scopes.get((id(cand), group))
-            if states is None:
-                states = self.scopes[(id(cand), group)] = [
-                    self.state.by_name[n.name] for n in cand.nodes if group is None or n.product == group
-                ]
+            states = self._scope(cand, group)
             if not states:
                 continue
             limit = ps.count
@@ -219,7 +216,8 @@ class _Greedy:
                 if limit < ps.needed:
                     continue
             levels = self.snapshot.topology_levels_for(cand.flavor)
-            pods = self._place_in_topology(ps, states, limit, attempt, levels)
+            index = self.indexes.get((id(cand), group))
+            pods = self._place_in_topology(ps, states, limit, attempt, levels, index)
             if pods is None:
                 continue
             if ledger is not None and cq is not None and flavor is not None:
@@ -229,28 +227,6 @@ class _Greedy:
 
     # -- topology -----------------------------------------------------------------------------
 
-    def _levels_to_try(self, ps: PodSet, levels: tuple[str, ...]) -> tuple[list[str], bool]:
-        """Topology levels to try one domain at a time, finest first for TAS; and whether
-        placing anywhere is allowed when no single domain works."""
-        host_levels = [*levels] if HOSTNAME_LABEL in levels else [*levels, HOSTNAME_LABEL]
-        if ps.required_topology:
-            level = ps.required_topology
-            if not self.tas or level not in host_levels:
-                return [level], False
-            finer = host_levels[host_levels.index(level) :]
-            return list(reversed(finer)), False
-        if ps.preferred_topology and (self.topology_aware or self.tas):
-            level = ps.preferred_topology
-            if level not in host_levels:
-                return [level], True
-            index = host_levels.index(level)
-            coarser = list(reversed(host_levels[:index]))
-            start = list(reversed(host_levels[index:])) if self.tas else [level]
-            return start + coarser, True
-        if self.tas and ps.count > 1:
-            return list(reversed(host_levels)), True
-        return [], True
-
     def _place_in_topology(
         self,
         ps: PodSet,
@@ -258,33 +234,33 @@ class _Greedy:
         limit: int,
         attempt: Attempt,
         levels: tuple[str, ...],
+        index: StateIndex | None = None,
     ) -> list[PodPlacement] | None:
-        try_levels, anywhere = self._levels_to_try(ps, levels)
+        try_levels, anywhere = levels_to_try(ps, levels, tas=self.tas, preferred=self.topology_aware)
         for level in try_levels:
             for domain in self._domains_best_fit(ps, states, level, levels):
                 pods = self._place_pods(ps, domain, limit, attempt)
                 if pods is not None:
                     return pods
-        return self._place_pods(ps, states, limit, attempt) if anywhere else None
+        return self._place_pods(ps, states, limit, attempt, index) if anywhere else None
 
     def _domains_best_fit(
         self, ps: PodSet, states: list[NodeState], level: str, levels: tuple[str, ...]
     ) -> list[list[NodeState]]:
         """Domains of ``level`` that can hold the gang, fewest free GPUs first (Kueue TAS BestFit)."""
-        groups: dict[tuple[str, ...], list[NodeState]] = {}
-        for state in states:
-            domain = domain_of(self.nodes[state.name], levels, level)
-            if domain is not None:
-                groups.setdefault(domain, []).append(state)
+        counted: dict[Hashable, int] = {}
         fitting = []
-        for domain, members in groups.items():
-            if (
-                sum(
-                    pods_that_fit(s, ps.request, nvlink_required=ps.nvlink_required, limit=ps.needed)
-                    for s in members
-                )
-                < ps.needed
-            ):
+        for domain, members in self._domains(states, levels, level):
+            room = 0
+            for s in members:
+                # Nodes in one free state (pod slots too) hold the same number of pods: count once.
+                key = (self._key(s), s.pods)
+                if key not in counted:
+                    counted[key] = pods_that_fit(
+                        s, ps.request, nvlink_required=ps.nvlink_required, limit=ps.needed
+                    )
+                room += counted[key]
+            if room < ps.needed:
                 continue
             free = sum(max(0, s.free_gpu_milli) for s in members) if ps.request.gpus else 0
             fitting.append((free, sum(s.cpu for s in members), domain, members))
@@ -294,20 +270,33 @@ class _Greedy:
     # -- pods ---------------------------------------------------------------------------------
 
     def _place_pods(
-        self, ps: PodSet, states: list[NodeState], limit: int, attempt: Attempt
+        self,
+        ps: PodSet,
+        states: list[NodeState],
+        limit: int,
+        attempt: Attempt,
+        index: StateIndex | None = None,
     ) -> list[PodPlacement] | None:
-        """Up to ``limit`` pods on ``states``; None (and nothing booked) if fewer than needed fit."""
+        """Up to ``limit`` pods on ``states``; None (and nothing booked) if fewer than needed fit.
+
+        ``index`` is ``states`` grouped by free state, kept current by the attempt's bookings.
+        """
         mark = len(attempt.booked)
         req = ps.request
         placed: list[PodPlacement] = []
+        fits = room_check(ps)
+        pool = RoomPool(states, fits, self._key if self.distinct else None) if index is None else None
         for _ in range(limit):
-            choice = self._choose(ps, states)
+            offered = pool.offered() if pool is not None else index.offered(fits) if index else []
+            choice = self._choose(ps, offered)
             if choice is None:
                 break
             node, gpus = choice
             # No index is promised where the node picks: GPUs of unknown index are in use there.
             promise = not req.gpus or (bool(gpus) and (node.indices_known or req.is_share))
             attempt.take(node, req, gpus)
+            if pool is not None:
+                pool.booked(node)
             placed.append(
                 PodPlacement(index=len(placed), node=node.name, gpus=tuple(gpus) if promise else None)
             )
@@ -316,9 +305,8 @@ class _Greedy:
         attempt.rollback(mark)
         return None
 
-    def _choose(self, ps: PodSet, states: list[NodeState]) -> tuple[NodeState, list[int]] | None:
+    def _choose(self, ps: PodSet, pool: list[NodeState]) -> tuple[NodeState, list[int]] | None:
         req = ps.request
-        pool = self._room(ps, states)
         while pool:
             choice = self.chooser.choose(pool, req)
             if choice is None:
@@ -337,41 +325,74 @@ class _Greedy:
             return node, list(gpus)
         return None
 
+    # -- scopes -------------------------------------------------------------------------------
+
+    def _scope(self, cand: Candidates, group: str | None) -> list[NodeState]:
+        """The working states of ``cand``'s nodes (of product ``group``), indexed once per walk."""
+        key = (id(cand), group)
+        states = self.scopes.get(key)
+        if states is None:
+            states = self.scopes[key] = [
+                self.state.by_name[n.name] for n in cand.nodes if group is None or n.product == group
+            ]
+            if self.distinct:
+                self._register(key, states)
+        return states
+
+    def _register(self, key: Hashable, states: list[NodeState]) -> StateIndex:
+        index = self.indexes[key] = StateIndex(states, self._key)
+        for state in index.states:
+            self.indexed.setdefault(state.name, []).append(index)
+        return index
+
+    def _refile(self, node: NodeState) -> None:
+        for index in self.indexed.get(node.name, ()):
+            index.refile(node)
+
+    def _free_milli(self, cand: Candidates, product: str) -> int:
+        """Free GPU compute on ``cand``'s nodes of ``product``."""
+        states = self._scope(cand, product)
+        index = self.indexes.get((id(cand), product))
+        if index is not None:
+            return index.free_gpu_milli()
+        return sum(max(0, s.free_gpu_milli) for s in states)
+
+    def _first_pool(self, ps: PodSet, cands: list[Candidates], allowed: set[str]) -> list[NodeState]:
+        """What the chooser is offered for a gang's first pod over every allowed product."""
+        key = ("first", tuple(id(c) for c in cands), tuple(sorted(allowed)))
+        index = self.indexes.get(key)
+        if index is None:
+            in_order = [self.state.by_name[n.name] for c in cands for n in c.nodes if n.product in allowed]
+            if not self.distinct:
+                return self._room(ps, in_order)
+            index = self._register(key, in_order)
+        return index.offered(room_check(ps))
+
     def _room(self, ps: PodSet, states: list[NodeState]) -> list[NodeState]:
         """Nodes that may hold one more pod, checked with cheap sums before a chooser scores them."""
-        req = ps.request
-        cpu, mem = req.cpu_milli, req.memory_mib
-        milli = req.gpu_milli_total if req.gpus else 0
-        # An NVLink island cannot be promised where in-use GPUs have unknown indices.
-        known_only = ps.nvlink_required and req.gpus > 1 and not req.is_share
-        pool = [
-            s
-            for s in states
-            if s.pods > 0
-            and s.cpu >= cpu
-            and s.mem >= mem
-            # NodeState.free_gpu_milli, written out: this runs for every node and pod of a walk.
-            and (not milli or sum(s.gpu_milli) - s.unknown * FULL_GPU_MILLI >= milli)
-            and not (known_only and s.unknown)
-        ]
-        if self.distinct and len(pool) > 1:
-            pool = self._distinct(pool)
-        return pool
+        return RoomPool(states, room_check(ps), self._key if self.distinct else None).offered()
 
-    def _distinct(self, pool: list[NodeState]) -> list[NodeState]:
-        """The first node of each distinct (shape, free state), in the given order."""
-        seen: set[Hashable] = set()
-        out = []
-        for state in pool:
-            key = self.keys.get(state.name)
-            if key is None:
-                key = self.keys[state.name] = (
-                    node_key(state),
-                    state.cpu_total,
-                    state.mem_total,
-                    tuple(state.islands),
-                )
-            if key not in seen:
-                seen.add(key)
-                out.append(state)
-        return out
+    def _domains(self, states: list[NodeState], levels: tuple[str, ...], level: str) -> _DomainGroups:
+        """``states`` grouped by domain of ``level``, once per walk (the lists are the walk's own)."""
+        key = (id(states), levels, level)
+        found = self.domain_cache.get(key)
+        if found is None:
+            groups: dict[tuple[str, ...], list[NodeState]] = {}
+            for state in states:
+                domain = domain_of(self.nodes[state.name], levels, level)
+                if domain is not None:
+                    groups.setdefault(domain, []).append(state)
+            found = self.domain_cache[key] = (states, list(groups.items()))
+        return found[1]
+
+    def _key(self, state: NodeState) -> Hashable:
+        """A node's shape and free state: nodes with equal keys score the same."""
+        key = self.keys.get(state.name)
+        if key is None:
+            key = self.keys[state.name] = (
+                node_key(state),
+                state.cpu_total,
+                state.mem_total,
+                tuple(state.islands),
+            )
+        return key

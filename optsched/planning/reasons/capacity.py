@@ -96,41 +96,79 @@ def _cached_best_fit(
 ) -> tuple[_Fit | None, str]:
     memo.keep(state)
     return memo.remember(
-        ("fit", id(state), shape_key(ps, cands)), lambda: _best_fit(snapshot, ps, cands, state)
+        ("fit", id(state), shape_key(ps, cands)), lambda: _best_fit(snapshot, ps, cands, state, memo)
     )
 
 
 def _best_fit(
-    snapshot: Snapshot, ps: PodSet, cands: list[Candidates], state: ClusterState
+    snapshot: Snapshot, ps: PodSet, cands: list[Candidates], state: ClusterState, memo: Memo
 ) -> tuple[_Fit | None, str]:
     """The node group where most pods of ``ps`` fit in ``state``, and the product it is on."""
     levels = levels_for(snapshot, cands)
-    counted: dict[tuple[object, ...], int] = {}
+    classes = memo.remember(("classes", id(state)), lambda: _classes(state))
+    counted: dict[tuple[object, ...], tuple[int, float, int]] = {}
 
-    def pods_on(node: NodeState) -> int:
-        # Many nodes are in the same free state; count pods once per state.
-        key = _state_key(node)
+    def figures(key: tuple[object, ...]) -> tuple[int, float, int]:
+        # Many nodes are in the same free state; count pods, free GPUs and whole GPUs once per state.
         if key not in counted:
-            counted[key] = fits(node, ps, ps.needed)
+            node = classes.example[key]
+            counted[key] = (fits(node, ps, ps.needed), free_gpus([node], ps), node.whole_free)
         return counted[key]
 
     best: _Fit | None = None
     best_product = ""
-    for product, nodes in scopes(ps, cands):
-        groups: list[list[Node]] = (
-            list(domains(nodes, ps.required_topology, levels).values()) if ps.required_topology else [nodes]
-        )
+    for product, groups in _groups(ps, cands, levels, memo):
         for members in groups:
-            states = [state.by_name[n.name] for n in members if n.name in state.by_name]
+            keys = [classes.key[n.name] for n in members if n.name in classes.key]
+            per_key: dict[tuple[object, ...], int] = {}
+            for key in keys:
+                per_key[key] = per_key.get(key, 0) + 1
+            counts = [(figures(key), times) for key, times in per_key.items()]
             fit = _Fit(
-                pods=sum(pods_on(s) for s in states),
-                free=free_gpus(states, ps),
-                per_node=max((s.whole_free for s in states), default=0),
-                nodes=frozenset(s.name for s in states),
+                pods=sum(f[0] * times for f, times in counts),
+                free=sum(f[1] * times for f, times in counts),
+                per_node=max((f[2] for f, _ in counts), default=0),
+                nodes=frozenset(n.name for n in members if n.name in classes.key),
             )
             if best is None or (fit.pods, fit.free) > (best.pods, best.free):
                 best, best_product = fit, product
     return best, best_product
+
+
+@dataclass(frozen=True)
+class _Classes:
+    """Each node's free-state key in one cluster state, and one node of each key."""
+
+    key: dict[str, tuple[object, ...]]
+    example: dict[tuple[object, ...], NodeState]
+
+
+def _classes(state: ClusterState) -> _Classes:
+    keys = {node.name: _state_key(node) for node in state.nodes}
+    example: dict[tuple[object, ...], NodeState] = {}
+    for node in state.nodes:
+        example.setdefault(keys[node.name], node)
+    return _Classes(keys, example)
+
+
+def _groups(
+    ps: PodSet, cands: list[Candidates], levels: tuple[str, ...], memo: Memo
+) -> list[tuple[str, list[list[Node]]]]:
+    """The node groups of :func:`scopes`, split by domain of a required level; the same for every state."""
+
+    def compute() -> list[tuple[str, list[list[Node]]]]:
+        out = []
+        for product, nodes in scopes(ps, cands):
+            groups = (
+                list(domains(nodes, ps.required_topology, levels).values())
+                if ps.required_topology
+                else [nodes]
+            )
+            out.append((product, groups))
+        return out
+
+    key = ("groups", id(cands), bool(ps.request.gpus), ps.allow_mixed_products, ps.required_topology)
+    return memo.remember(key, compute)
 
 
 def _state_key(node: NodeState) -> tuple[object, ...]:
