@@ -113,6 +113,13 @@ class Settings(_Strict):
     """Candidate nodes of a PodSet must be able to host its gang this many times over."""
     min_candidates: int = Field(default=8, ge=1)
     """Every PodSet keeps at least this many candidates where that many are eligible."""
+    neighbourhood_search: bool = True
+    """After each stage's solve of the whole model, spend half its share on solves a few racks at a time.
+
+    On large clusters the whole model barely moves from its start in a short
+    budget; small neighbourhoods (the racks a split gang spans, then racks in
+    pairs) are solved to optimality quickly. Off: every stage is one solve.
+    """
     admission_share: float = Field(default=0.5, gt=0.0, lt=1.0)
     """Fraction of the time limit for the priority/admission stages; the quality stages get the rest.
 

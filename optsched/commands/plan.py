@@ -75,7 +75,8 @@ def register(subparsers: Any) -> None:
         "--time-limit",
         type=_positive_seconds,
         metavar="SECONDS",
-        help="solver wall-clock budget (default: the Settings default, 10 s)",
+        help="solver search budget (default: the Settings default, 10); counted in CP-SAT's deterministic "
+        "time unless --wall-clock is given",
     )
     parser.add_argument(
         "--policy",
@@ -96,11 +97,18 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--seed", type=_seed, metavar="N", help=f"solver random seed, 0..{MAX_SEED} (CP-SAT's is 32-bit)"
     )
-    parser.add_argument(
+    clock = parser.add_mutually_exclusive_group()
+    clock.add_argument(
         "--deterministic",
         action="store_true",
-        help="count --time-limit in CP-SAT's deterministic time with one search worker: the same "
-        "snapshot gives the same plan on every run, however loaded the machine",
+        help="the default: count --time-limit in CP-SAT's deterministic time with one search worker, so "
+        "the same snapshot gives the same plan on every run, however loaded the machine",
+    )
+    clock.add_argument(
+        "--wall-clock",
+        action="store_true",
+        help="count --time-limit in wall-clock seconds on every core, as the controller does: faster "
+        "on a quiet machine, but two runs may differ",
     )
     add_admission_arguments(parser)
     parser.set_defaults(func=run)
@@ -112,7 +120,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         values["time_limit_s"] = args.time_limit
     if args.seed is not None:
         values["random_seed"] = args.seed
-    if args.deterministic:
+    if not args.wall_clock:
         values.update(deterministic_time=True, workers=1)
     if not args.extended_resource_toleration:
         values["extended_resource_toleration"] = False

@@ -40,6 +40,7 @@ from optsched.model.snapshot import FULL_GPU_MILLI, Snapshot
 from optsched.policies.choosers import BestFit
 from optsched.policies.greedy import greedy_placement
 from optsched.settings import Settings
+from optsched.solver import lns
 from optsched.solver.assign import build_placement
 from optsched.solver.clock import SearchClock
 from optsched.solver.context import ModelContext, Module, new_context
@@ -178,6 +179,8 @@ class Optimizer:
             model.terms,
             now + settings.time_limit_s * share,
             known=model.known,
+            fallback=model.greedy_hint,
+            layout=self.layout(ctx),
         )
         searched = self.clock.now() - now
         provisional = outcome.solution is None and not outcome.failure and bool(outcome.results)
@@ -185,6 +188,10 @@ class Optimizer:
             # The greedy plan admits the whole window, which no plan can beat: start from it.
             outcome.solution = [model.greedy_hint.get(i, 0) for i in range(len(ctx.model.proto.variables))]
         return Admitted(outcome, searched, provisional)
+
+    def layout(self, ctx: ModelContext) -> lns.Racks | None:
+        """The rack map for neighbourhood solves, where the settings ask for them."""
+        return lns.racks(ctx.vars) if self.settings.neighbourhood_search else None
 
     # 5 -------------------------------------------------------------------------------------------
 
@@ -218,10 +225,13 @@ class Optimizer:
         """The quality stages after the admission ones; True when a quality stage was solved."""
         # The search budget excludes model building: the quality stages get what admission left.
         deadline = self.clock.now() + max(0.0, self.settings.time_limit_s - admitted.searched)
-        outcome = solve_stages(ctx.model, self.settings, self.clock, terms, deadline, solution=start)
+        outcome = solve_stages(
+            ctx.model, self.settings, self.clock, terms, deadline, solution=start, layout=self.layout(ctx)
+        )
         solved = len(outcome.results) > 0
         self.notes += admitted.outcome.notes + outcome.notes
         outcome.results[:0] = admitted.outcome.results
+        outcome.neighbourhoods = {**admitted.outcome.neighbourhoods, **outcome.neighbourhoods}
         return outcome, solved
 
     # 8 -------------------------------------------------------------------------------------------
@@ -323,10 +333,16 @@ class Optimizer:
             f"quality model (admitted set fixed) built in {seconds['quality model']:.2f}s",
             *(
                 f"stage {r.name}: {r.status} value {r.value:g} bound {r.bound:g} in {r.seconds:.2f}s"
+                + self.neighbourhood_note(outcome, r.name)
                 for r in outcome.results
             ),
             f"GPU indices assigned in {seconds['assign']:.2f}s",
         ]
+
+    @staticmethod
+    def neighbourhood_note(outcome: StagesOutcome, stage: str) -> str:
+        found = outcome.neighbourhoods.get(stage)
+        return f" ({found[0]} neighbourhood solves, {found[1]} improved)" if found else ""
 
     def fallback(self, greedy: Placement, why: str) -> SolveResult:
         return SolveResult(

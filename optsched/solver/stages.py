@@ -21,11 +21,17 @@ from itertools import groupby
 from ortools.sat.python import cp_model, cp_model_helper
 
 from optsched.settings import Settings
+from optsched.solver import lns
 from optsched.solver.clock import SearchClock
+from optsched.solver.expressions import evaluate, upper_bound
 from optsched.solver.hints import write_hint
 from optsched.solver.objective import ObjectiveTerm, Stage
 
 MIN_STAGE_SECONDS = 0.05
+LNS_SHARE = 0.5
+"""Share of a stage's budget for neighbourhood solves once the whole model has had its turn."""
+MAX_EXACT = 2**53
+"""Objectives stay below this so CP-SAT's floating-point objective value is exact."""
 GOOD = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 FEASIBLE_STAGE = "feasible"
 """The one stage of a model without objective terms: find any solution."""
@@ -49,6 +55,8 @@ class StagesOutcome:
     failure: str = ""
     notes: list[str] = field(default_factory=list)
     """Stages that found no solution although an earlier one had (the plan's warnings)."""
+    neighbourhoods: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Stage -> neighbourhood solves made, and how many of them improved it."""
 
     @property
     def optimal(self) -> bool:
@@ -92,12 +100,19 @@ def solve_stages(
     *,
     solution: list[int] | None = None,
     known: Mapping[str, int] | None = None,
+    fallback: Mapping[int, int] | None = None,
+    layout: lns.Racks | None = None,
 ) -> StagesOutcome:
     """Run every stage before ``deadline`` (a reading of ``clock``).
 
     ``solution`` is the assignment an earlier call ended with (kept when no
     stage here finds one); without it, a model with no stage still gets one
     feasibility solve. ``known`` holds stage optima known without a solve.
+    ``fallback`` is a complete feasible assignment (the greedy placement's):
+    a stage that finds no solution before any other did continues from it
+    instead of ending the pass. With ``layout``, half of each stage's share
+    goes to neighbourhood solves a few racks at a time after the whole-model
+    solve (:mod:`optsched.solver.lns`).
     """
     stages = _stages(terms)
     outcome = StagesOutcome(solution=solution)
@@ -105,7 +120,7 @@ def solve_stages(
         if solution is not None:
             return outcome
         stages = [_Stage(FEASIBLE_STAGE, 0, True, 1.0, True)]
-    runner = _Runner(model, settings, clock, outcome, known or {})
+    runner = _Runner(model, settings, clock, outcome, known or {}, fallback, layout)
     runner.run(stages, deadline)
     return outcome
 
@@ -120,13 +135,19 @@ class _Runner:
         clock: SearchClock,
         outcome: StagesOutcome,
         known: Mapping[str, int],
+        fallback: Mapping[int, int] | None = None,
+        layout: lns.Racks | None = None,
     ) -> None:
+        self.fallback = fallback
+        self.layout = layout
         self.model = model
         self.settings = settings
         self.clock = clock
         self.outcome = outcome
         self.known = known
         self.carry = 0.0
+        self.lower: list[cp_model.LinearExprT] = []
+        """The later priority stages' expressions while a priority stage is solved."""
 
     def run(self, stages: list[_Stage], deadline: float) -> None:
         budget = max(deadline - self.clock.now(), MIN_STAGE_SECONDS * len(stages))
@@ -135,6 +156,7 @@ class _Runner:
             if self._known(stage):
                 self.carry += shares[index]
                 continue
+            self.lower = [s.expr for s in stages[index + 1 :] if s.admission and stage.admission]
             left = deadline - self.clock.now()
             later = sum(shares[index + 1 :])
             allowed = max(MIN_STAGE_SECONDS, min(shares[index] + self.carry, left - later * 0.25))
@@ -164,16 +186,19 @@ class _Runner:
         started = time.perf_counter()
         counted_from = self.clock.now()
         model.clear_objective()  # type: ignore[no-untyped-call]
-        if stage.maximize:
-            model.maximize(stage.expr)
-        else:
-            model.minimize(stage.expr)
-        solver = self._solver(stage, allowed)
+        objective, weight = self._objective(stage)
+        whole = allowed * (1.0 - LNS_SHARE) if self.layout is not None else allowed
+        solver = self._solver(stage, whole)
         status = solver.solve(model)
         self.clock.charge(solver)
-        seconds = time.perf_counter() - started
-        self.carry = max(0.0, share + self.carry - (self.clock.now() - counted_from))
+        if status not in GOOD and outcome.solution is None and self.fallback is not None:
+            self.carry = max(0.0, share + self.carry - (self.clock.now() - counted_from))
+            return self._from_fallback(
+                stage, solver.status_name(status), solver, time.perf_counter() - started
+            )
         if status not in GOOD:
+            self.carry = max(0.0, share + self.carry - (self.clock.now() - counted_from))
+            seconds = time.perf_counter() - started
             name = solver.status_name(status)
             if outcome.solution is None:
                 outcome.failure = f"stage {stage.name}: {name} after {seconds:.2f}s"
@@ -183,12 +208,40 @@ class _Runner:
                     "the plan keeps the previous stage's"
                 )
             return False
-        value, bound = solver.objective_value, solver.best_objective_bound
-        outcome.solution = list(solver.response_proto.solution)
-        outcome.results.append(
+        solution = list(solver.response_proto.solution)
+        name = solver.status_name(status)
+        if self.layout is not None and status != cp_model.OPTIMAL:
+            solution = self._around(stage, objective, solution, counted_from + allowed)
+        self.carry = max(0.0, share + self.carry - (self.clock.now() - counted_from))
+        self._record(
+            stage, name, solution, solver.best_objective_bound, weight, time.perf_counter() - started
+        )
+        return True
+
+    def _around(
+        self, stage: _Stage, objective: cp_model.LinearExprT, solution: list[int], until: float
+    ) -> list[int]:
+        """The rest of the stage's share as neighbourhood solves (:mod:`optsched.solver.lns`)."""
+        assert self.layout is not None
+        better, tried, improved = lns.improve(
+            self.model, objective, stage.maximize, solution, self.layout, self.settings, self.clock, until
+        )
+        self.outcome.neighbourhoods[stage.name] = (tried, improved)
+        return better
+
+    def _record(
+        self, stage: _Stage, status: str, solution: list[int], bound: float, weight: int, seconds: float
+    ) -> None:
+        """Keep a stage's solution, report it, pin its value and hint it to the next stage."""
+        self.outcome.solution = solution
+        value = float(evaluate(stage.expr, solution))
+        if weight > 1 and math.isfinite(bound):
+            # The stage's own term is an integer at most the combined bound over its weight.
+            bound = float(math.floor(bound / weight + 1e-9))
+        self.outcome.results.append(
             StageResult(
                 stage.name,
-                solver.status_name(status),
+                status,
                 value / stage.scale + 0.0,
                 bound / stage.scale + 0.0,
                 seconds,
@@ -196,7 +249,49 @@ class _Runner:
             )
         )
         self._pin(stage, round(value))
-        write_hint(model, dict(enumerate(outcome.solution)))
+        write_hint(self.model, dict(enumerate(solution)))
+
+    def _objective(self, stage: _Stage) -> tuple[cp_model.LinearExprT, int]:
+        """Set the model's objective for ``stage``; returns it and the weight of the stage's own term.
+
+        A priority stage that leaves lower levels out of its objective is free to
+        drop their work for nothing, and the lower stages must then win it back
+        in their own, smaller shares of the budget. So a priority stage also
+        counts, below its own value, the work of the levels after it: its own
+        term is weighted past their largest total, which keeps the order exact.
+        """
+        lower = cp_model.LinearExpr.sum(self.lower)
+        weight = upper_bound(lower) + 1
+        objective: cp_model.LinearExprT = stage.expr
+        if not self.lower or not stage.maximize or weight * max(1, upper_bound(stage.expr)) > MAX_EXACT:
+            weight = 1
+        else:
+            objective = cp_model.LinearExpr.weighted_sum([stage.expr, lower], [weight, 1])
+        if stage.maximize:
+            self.model.maximize(objective)
+        else:
+            self.model.minimize(objective)
+        return objective, weight
+
+    def _from_fallback(self, stage: _Stage, status: str, solver: cp_model.CpSolver, seconds: float) -> bool:
+        """The first stage solved found nothing: continue from the fallback assignment."""
+        assert self.fallback is not None
+        size = len(self.model.proto.variables)
+        self.outcome.solution = [self.fallback.get(i, 0) for i in range(size)]
+        value = evaluate(stage.expr, self.outcome.solution)
+        bound = solver.best_objective_bound
+        # A solve stopped before its first solution may report no bound, or one below the fallback.
+        known = math.isfinite(bound) and stage.maximize and bound >= value
+        bound = bound / stage.scale if known else math.inf
+        self.outcome.notes.append(
+            f"stage {stage.name} found no solution in {seconds:.2f}s (solver status {status}); "
+            "the search continues from the greedy placement"
+        )
+        self.outcome.results.append(
+            StageResult(stage.name, "FEASIBLE", value / stage.scale + 0.0, bound, seconds, stage.admission)
+        )
+        self._pin(stage, value)
+        write_hint(self.model, dict(enumerate(self.outcome.solution)))
         return True
 
     def _solver(self, stage: _Stage, allowed: float) -> cp_model.CpSolver:

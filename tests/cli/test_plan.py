@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from optsched.model.plan import PlanStatus
+from optsched.settings import Settings
 from optsched.snapshot.build import load_snapshot
 from tests.cli.conftest import FAST, FIFO_TRAP, SMALL
 from tests.kueue import objects as q
@@ -166,23 +167,60 @@ def test_python_dash_m_entry_point() -> None:
     assert done.returncode == 0 and "optsched" in done.stdout
 
 
-def test_deterministic_counts_the_budget_in_solver_work_with_one_worker(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_dry_runs_count_the_budget_in_solver_work_with_one_worker_unless_wall_clock(run_cli) -> None:  # type: ignore[no-untyped-def]
     import argparse
 
     from optsched.commands.plan import settings_from
 
-    settings = settings_from(
-        argparse.Namespace(time_limit=3.0, seed=None, deterministic=True, extended_resource_toleration=True)
-    )
-    assert settings.deterministic_time and settings.workers == 1 and settings.time_limit_s == 3.0
-    assert not settings_from(
-        argparse.Namespace(time_limit=None, seed=None, deterministic=False, extended_resource_toleration=True)
-    ).deterministic_time
-    first = run_cli("plan", "--snapshot", str(FIFO_TRAP), "--format", "json", "--deterministic")
-    again = run_cli("plan", "--snapshot", str(FIFO_TRAP), "--format", "json", "--deterministic")
+    def settings(**flags: bool) -> Settings:
+        values = {"deterministic": False, "wall_clock": False, **flags}
+        return settings_from(
+            argparse.Namespace(time_limit=3.0, seed=None, extended_resource_toleration=True, **values)
+        )
+
+    for default in (settings(), settings(deterministic=True)):
+        assert default.deterministic_time and default.workers == 1 and default.time_limit_s == 3.0
+    wall = settings(wall_clock=True)
+    assert not wall.deterministic_time and wall.workers == Settings().workers
+    first = run_cli("plan", "--snapshot", str(FIFO_TRAP), "--format", "json")
+    again = run_cli("plan", "--snapshot", str(FIFO_TRAP), "--format", "json")
     assert first.code == again.code == 0
     assert json.loads(first.out)["summary"]["gpusAdmitted"] == 32
     assert json.loads(first.out)["workloads"] == json.loads(again.out)["workloads"]
+    both = run_cli("plan", "--snapshot", str(FIFO_TRAP), "--deterministic", "--wall-clock")
+    assert both.code == 2 and "not allowed with" in both.err
+
+
+def test_the_same_snapshot_gives_the_same_plan_whatever_the_hash_seed() -> None:
+    """Set and dict order of strings changes with PYTHONHASHSEED: no plan may depend on it."""
+    import os
+    import subprocess
+    import sys
+
+    outputs = []
+    for seed in ("1", "2"):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "optsched",
+                "plan",
+                "--snapshot",
+                str(SMALL),
+                "-o",
+                "json",
+                "--time-limit",
+                "2",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert done.returncode == 0, done.stderr
+        plan = json.loads(done.stdout)
+        outputs.append((plan["workloads"], plan["summary"]))
+    assert outputs[0] == outputs[1]
 
 
 def test_explain_names_the_missing_queue_objects(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
