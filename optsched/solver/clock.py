@@ -39,7 +39,12 @@ class SearchClock:
         else:
             solver.parameters.max_time_in_seconds = allowed
 
-    def charge(self, solver: cp_model.CpSolver) -> None:
-        """Count a finished solve against the budget (wall-clock time counts itself)."""
+    def charge(self, solver: cp_model.CpSolver, minimum: float = 0.0) -> None:
+        """Count a finished solve against the budget (wall-clock time counts itself).
+
+        ``minimum`` is the least a solve costs in deterministic time: CP-SAT does
+        not count loading and presolving a large model, so many small solves of
+        one would otherwise take far more wall time than their budget says.
+        """
         if self.deterministic:
-            self._spent += solver.response_proto.deterministic_time
+            self._spent += max(minimum, solver.response_proto.deterministic_time)

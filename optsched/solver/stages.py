@@ -257,15 +257,16 @@ class _Runner:
         A priority stage that leaves lower levels out of its objective is free to
         drop their work for nothing, and the lower stages must then win it back
         in their own, smaller shares of the budget. So a priority stage also
-        counts, below its own value, the work of the levels after it: its own
-        term is weighted past their largest total, which keeps the order exact.
+        counts, below its own value, the work of the levels after it, in their
+        own order (each weighted past the largest total of those below it, as
+        far as the numbers stay exact), which keeps the order exact: a stage may
+        not trade the next level's work for the one after.
         """
-        lower = cp_model.LinearExpr.sum(self.lower)
-        weight = upper_bound(lower) + 1
         objective: cp_model.LinearExprT = stage.expr
-        if not self.lower or not stage.maximize or weight * max(1, upper_bound(stage.expr)) > MAX_EXACT:
-            weight = 1
-        else:
+        weight = 1
+        lower, ceiling = _lexicographic(self.lower, MAX_EXACT // max(2, upper_bound(stage.expr) + 1))
+        if stage.maximize and lower is not None:
+            weight = ceiling + 1
             objective = cp_model.LinearExpr.weighted_sum([stage.expr, lower], [weight, 1])
         if stage.maximize:
             self.model.maximize(objective)
@@ -333,3 +334,26 @@ def stage_values(terms: list[ObjectiveTerm], values: dict[int, int]) -> tuple[in
         value = flat.offset + sum(c * values.get(v.index, 0) for v, c in pairs)
         out.append(-value if stage.maximize else value)
     return tuple(out)
+
+
+def _lexicographic(exprs: list[cp_model.LinearExprT], limit: int) -> tuple[cp_model.LinearExprT | None, int]:
+    """The leading ``exprs`` folded into one lexicographic sum below ``limit``, and its largest value.
+
+    Each next expression is added under the ones before it (they are weighted
+    past its largest value); it stops at the first that would pass ``limit``.
+    """
+    combined: cp_model.LinearExprT | None = None
+    ceiling = 0
+    for expr in exprs:
+        top = upper_bound(expr)
+        if combined is None:
+            if top >= limit:
+                break
+            combined, ceiling = expr, top
+            continue
+        grown = ceiling * (top + 1) + top
+        if grown >= limit:
+            break
+        combined = cp_model.LinearExpr.weighted_sum([combined, expr], [top + 1, 1])
+        ceiling = grown
+    return combined, ceiling

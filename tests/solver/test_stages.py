@@ -67,3 +67,26 @@ def test_a_stage_without_a_solution_continues_from_the_fallback() -> None:
     model.maximize(-x)
     check = cp_model.CpSolver()
     assert check.solve(model) == cp_model.OPTIMAL and check.value(x) == 3
+
+
+def test_a_priority_stage_does_not_trade_the_next_levels_work_for_the_one_after() -> None:
+    # The middle job is worth 5 and takes room 10; each low job is worth 1 and takes room 1.
+    model = cp_model.CpModel()
+    high = model.new_bool_var("high")
+    middle = model.new_bool_var("middle")
+    low = [model.new_bool_var(f"low{i}") for i in range(20)]
+    model.add(10 * middle + sum(low) <= 12)
+    terms = [
+        ObjectiveTerm(Stage.PRIORITY, 8 * high, maximize=True, priority=1000),
+        ObjectiveTerm(Stage.PRIORITY, 5 * middle, maximize=True, priority=100),
+        ObjectiveTerm(Stage.PRIORITY, cp_model.LinearExpr.sum(low), maximize=True, priority=0),
+    ]
+    outcome = StagesOutcome(solution=None)
+    runner = _Runner(model, Settings(workers=1), SearchClock(), outcome, {})
+    stages = _stages(terms)
+    runner.lower = [stages[1].expr, stages[2].expr]
+    assert runner._solve(stages[0], 5.0, 5.0)
+    assert outcome.solution is not None
+    # Summed, the low jobs (12) would outweigh the middle one (5 + 2): in order, the middle one wins.
+    assert outcome.solution[middle.index] == 1
+    assert sum(outcome.solution[v.index] for v in low) == 2
