@@ -337,23 +337,23 @@ def stage_values(terms: list[ObjectiveTerm], values: dict[int, int]) -> tuple[in
 
 
 def _lexicographic(exprs: list[cp_model.LinearExprT], limit: int) -> tuple[cp_model.LinearExprT | None, int]:
-    """The leading ``exprs`` folded into one lexicographic sum below ``limit``, and its largest value.
+    """``exprs`` as one sum below ``limit`` that ranks them in order, and its largest value.
 
-    Each next expression is added under the ones before it (they are weighted
-    past its largest value); it stops at the first that would pass ``limit``.
+    Exact where the numbers allow: each expression weighted past the largest
+    value of those after it. Where that would pass ``limit``, every expression
+    still counts, nearer ones more (weights n, n-1, ..., 1): a stage then
+    never drops the lower levels' work for nothing, and each lower level
+    restores its own order in its stage.
     """
-    combined: cp_model.LinearExprT | None = None
-    ceiling = 0
-    for expr in exprs:
-        top = upper_bound(expr)
-        if combined is None:
-            if top >= limit:
-                break
-            combined, ceiling = expr, top
-            continue
-        grown = ceiling * (top + 1) + top
-        if grown >= limit:
-            break
-        combined = cp_model.LinearExpr.weighted_sum([combined, expr], [top + 1, 1])
-        ceiling = grown
-    return combined, ceiling
+    if not exprs:
+        return None, 0
+    tops = [upper_bound(expr) for expr in exprs]
+    weights = [1] * len(exprs)
+    for i in range(len(exprs) - 2, -1, -1):
+        weights[i] = sum(w * t for w, t in zip(weights[i + 1 :], tops[i + 1 :], strict=True)) + 1
+    if sum(w * t for w, t in zip(weights, tops, strict=True)) >= limit:
+        weights = list(range(len(exprs), 0, -1))
+    ceiling = sum(w * t for w, t in zip(weights, tops, strict=True))
+    if ceiling >= limit:
+        return None, 0
+    return cp_model.LinearExpr.weighted_sum(exprs, weights), ceiling

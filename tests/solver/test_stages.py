@@ -6,8 +6,9 @@ from ortools.sat.python import cp_model
 
 from optsched.settings import Settings
 from optsched.solver.clock import SearchClock
+from optsched.solver.expressions import evaluate
 from optsched.solver.objective import ObjectiveTerm, Stage
-from optsched.solver.stages import StagesOutcome, _Runner, _stages, solve_stages
+from optsched.solver.stages import StagesOutcome, _lexicographic, _Runner, _stages, solve_stages
 
 
 def _two_levels() -> tuple[cp_model.CpModel, cp_model.IntVar, list[cp_model.IntVar], list[ObjectiveTerm]]:
@@ -90,3 +91,16 @@ def test_a_priority_stage_does_not_trade_the_next_levels_work_for_the_one_after(
     # Summed, the low jobs (12) would outweigh the middle one (5 + 2): in order, the middle one wins.
     assert outcome.solution[middle.index] == 1
     assert sum(outcome.solution[v.index] for v in low) == 2
+
+
+def test_levels_too_large_to_rank_exactly_all_still_count_nearer_ones_more() -> None:
+    model = cp_model.CpModel()
+    a, b, c = (model.new_int_var(0, 100, name) for name in "abc")
+    exact, top = _lexicographic([a, b, c], 10**9)
+    assert exact is not None and top == 100 * 101 * 101 + 100 * 101 + 100
+    close, top = _lexicographic([a, b, c], 10**4)
+    assert close is not None and top == 3 * 100 + 2 * 100 + 100
+    values = [0] * 3
+    values[a.index], values[b.index], values[c.index] = 1, 2, 3
+    assert evaluate(close, values) == 3 * 1 + 2 * 2 + 3
+    assert _lexicographic([a, b, c], 100) == (None, 0)
