@@ -70,6 +70,7 @@ class _Locality:
 
     def __init__(self, snapshot: Snapshot, before: ClusterState) -> None:
         self.snapshot = snapshot
+        self.nodes = {n.name: n for n in snapshot.nodes}
         self.before = before
         self.pod_sets = {(w.key, ps.name): ps for w in snapshot.workloads for ps in w.pod_sets}
         self.pods = 0
@@ -89,7 +90,7 @@ class _Locality:
             for pod in pods:
                 gang_pods += 1
                 self.gpus += pod_set.request.gpu_equivalent
-                node = self.snapshot.node(pod.node)
+                node = self.nodes.get(pod.node)
                 rack_values.add(node.labels.get(rack, "") if node is not None else "")
                 if pod_set.request.gpus > 1 and not pod_set.request.is_share:
                     self.multi += 1

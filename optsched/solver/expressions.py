@@ -18,11 +18,24 @@ def evaluate(expr: cp_model.LinearExprT, solution: list[int]) -> int:
     return offset + sum(c * solution[v.index] for v, c in zip(variables, coeffs, strict=True))
 
 
-def upper_bound(expr: cp_model.LinearExprT) -> int:
-    """The largest value ``expr`` can take over its variables' domains."""
+def domain_ends(model: cp_model.CpModel) -> list[tuple[int, int]]:
+    """Each variable's least and largest value, by index (read once: one proto per variable is slow)."""
+    ends = []
+    for var in model.proto.variables:
+        domain = list(var.domain)
+        ends.append((domain[0], domain[-1]))
+    return ends
+
+
+def upper_bound(expr: cp_model.LinearExprT, ends: list[tuple[int, int]] | None = None) -> int:
+    """The largest value ``expr`` can take over its variables' domains (``ends``: :func:`domain_ends`)."""
     variables, coeffs, total = _flat(expr)
     for var, coef in zip(variables, coeffs, strict=True):
-        # The proto's repeated field does not index from the end: copy it to read the last bound.
-        domain = list(var.proto.domain)
-        total += coef * (domain[-1] if coef > 0 else domain[0])
+        if ends is not None:
+            low, high = ends[var.index]
+        else:
+            # The proto's repeated field does not index from the end: copy it to read the last bound.
+            domain = list(var.proto.domain)
+            low, high = domain[0], domain[-1]
+        total += coef * (high if coef > 0 else low)
     return total

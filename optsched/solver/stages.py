@@ -23,7 +23,7 @@ from ortools.sat.python import cp_model, cp_model_helper
 from optsched.settings import Settings
 from optsched.solver import lns
 from optsched.solver.clock import SearchClock
-from optsched.solver.expressions import evaluate, upper_bound
+from optsched.solver.expressions import domain_ends, evaluate, upper_bound
 from optsched.solver.hints import write_hint
 from optsched.solver.objective import ObjectiveTerm, Stage
 
@@ -264,15 +264,23 @@ class _Runner:
         """
         objective: cp_model.LinearExprT = stage.expr
         weight = 1
-        lower, ceiling = _lexicographic(self.lower, MAX_EXACT // max(2, upper_bound(stage.expr) + 1))
+        if not self.lower:
+            self._set(stage, objective)
+            return objective, weight
+        ends = domain_ends(self.model)
+        top = upper_bound(stage.expr, ends)
+        lower, ceiling = _lexicographic(self.lower, MAX_EXACT // max(2, top + 1), ends)
         if stage.maximize and lower is not None:
             weight = ceiling + 1
             objective = cp_model.LinearExpr.weighted_sum([stage.expr, lower], [weight, 1])
+        self._set(stage, objective)
+        return objective, weight
+
+    def _set(self, stage: _Stage, objective: cp_model.LinearExprT) -> None:
         if stage.maximize:
             self.model.maximize(objective)
         else:
             self.model.minimize(objective)
-        return objective, weight
 
     def _from_fallback(self, stage: _Stage, status: str, solver: cp_model.CpSolver, seconds: float) -> bool:
         """The first stage solved found nothing: continue from the fallback assignment."""
@@ -336,7 +344,9 @@ def stage_values(terms: list[ObjectiveTerm], values: dict[int, int]) -> tuple[in
     return tuple(out)
 
 
-def _lexicographic(exprs: list[cp_model.LinearExprT], limit: int) -> tuple[cp_model.LinearExprT | None, int]:
+def _lexicographic(
+    exprs: list[cp_model.LinearExprT], limit: int, ends: list[tuple[int, int]] | None = None
+) -> tuple[cp_model.LinearExprT | None, int]:
     """``exprs`` as one sum below ``limit`` that ranks them in order, and its largest value.
 
     Exact where the numbers allow: each expression weighted past the largest
@@ -347,7 +357,7 @@ def _lexicographic(exprs: list[cp_model.LinearExprT], limit: int) -> tuple[cp_mo
     """
     if not exprs:
         return None, 0
-    tops = [upper_bound(expr) for expr in exprs]
+    tops = [upper_bound(expr, ends) for expr in exprs]
     weights = [1] * len(exprs)
     for i in range(len(exprs) - 2, -1, -1):
         weights[i] = sum(w * t for w, t in zip(weights[i + 1 :], tops[i + 1 :], strict=True)) + 1
