@@ -30,6 +30,9 @@ TRACE_POLICIES = (
 TOPOLOGY_POLICIES = ("optimizer", "tas", "bestfit", "fgd", "leastallocated", "firstfit")
 """Policies ``bench topology`` can simulate (each one a ``planning.plan`` policy)."""
 
+SCALE_QUEUES = ("contended", "classic")
+"""Instances ``bench scale`` can generate (see :mod:`optsched.bench.scale_cluster`)."""
+
 DEFAULT_OUT = Path("bench-results")
 
 
@@ -71,6 +74,13 @@ def register_scale(subparser: argparse.ArgumentParser) -> None:
     """Arguments of ``optsched bench scale``, also read by ``python -m optsched.bench.scale``."""
     subparser.add_argument("--nodes", type=int, default=1000, help="GPU nodes (8 GPUs each); default 1000")
     subparser.add_argument("--workloads", type=int, default=1000, help="pending workloads; default 1000")
+    subparser.add_argument(
+        "--queue",
+        choices=SCALE_QUEUES,
+        default="contended",
+        help="contended: a live-looking cluster whose queue asks 1.2-1.5x the free GPUs (default); "
+        "classic: the mostly idle cluster and simple queue of earlier releases",
+    )
     subparser.add_argument(
         "--seed", type=int, default=1, help="random seed of the synthetic cluster; default 1"
     )
