@@ -14,7 +14,8 @@ seed draws:
   free capacity is fragmented as in a live cluster;
 - a pending queue whose GPU demand is 1.2-1.5x the free GPUs: fractional pods
   (a quarter or half of one GPU), single pods of 1/2/4/8 GPUs, and gangs of
-  2-64 pods of 1-8 GPUs each; gangs of up to 64 GPUs often require one rack,
+  2-64 pods of 1-8 GPUs each (at most a quarter of the free GPUs, so every
+  gang could run on its own); gangs of up to 64 GPUs often require one rack,
   larger ones up to 256 GPUs sometimes one block, and the others prefer a
   rack or a block (Kueue TAS ``podset-required-topology`` /
   ``podset-preferred-topology``); a quarter of the workloads select one GPU
@@ -72,7 +73,9 @@ def contended_cluster(nodes: int, workloads: int, seed: int) -> Snapshot:
     usage = _running(rng, node_list)
     free = _free_gpus(node_list, usage)
     ratio = rng.uniform(1.22, 1.48)
-    shapes = _fit_demand(rng, [_draw_shape(rng, node_list) for _ in range(workloads)], ratio * free)
+    cap = max(2 * 8, free / 4)
+    drawn = [_draw_shape(rng, node_list, cap) for _ in range(workloads)]
+    shapes = _fit_demand(rng, drawn, ratio * free, cap)
     queue = tuple(_workload(rng, j, shape, workloads) for j, shape in enumerate(shapes))
     return Snapshot(nodes=tuple(node_list), usage=usage, workloads=queue, source=f"contended seed {seed}")
 
@@ -130,8 +133,11 @@ def _free_gpus(nodes: list[Node], usage: dict[str, NodeUsage]) -> float:
     return sum(max(0, n.free_gpu_milli) for n in state.nodes) / FULL_GPU_MILLI
 
 
-def _draw_shape(rng: random.Random, nodes: list[Node]) -> _Shape:
-    """A fractional pod (15%), a single pod (40%) or a gang (45%); a quarter select a product."""
+def _draw_shape(rng: random.Random, nodes: list[Node], cap: float) -> _Shape:
+    """A fractional pod (15%), a single pod (40%) or a gang (45%) of at most ``cap`` GPUs (beyond two pods).
+
+    A quarter of them select one product.
+    """
     product = rng.choice(nodes).product if rng.random() < 0.25 else None
     most = 4 if product == GB200 else 8
     kind = rng.random()
@@ -140,12 +146,13 @@ def _draw_shape(rng: random.Random, nodes: list[Node]) -> _Shape:
     gpus = min(most, rng.choices((1, 2, 4, 8), weights=(4, 3, 3, 1) if kind < 0.55 else (1, 2, 3, 4))[0])
     if kind < 0.55:
         return _Shape(pods=1, gpus=gpus, product=product)
-    pods = rng.choices(_POD_SIZES, weights=(8, 6, 4, 2, 1, 1))[0]
+    sizes = [(p, w) for p, w in zip(_POD_SIZES, (8, 6, 4, 2, 1, 1), strict=True) if p * gpus <= cap]
+    pods = rng.choices([p for p, _ in sizes], weights=[w for _, w in sizes])[0] if sizes else MIN_GANG
     return _Shape(pods=pods, gpus=gpus, product=product)
 
 
-def _fit_demand(rng: random.Random, shapes: list[_Shape], target: float) -> list[_Shape]:
-    """Bring the queue's demand close to ``target``, keeping every gang within 2-64 pods.
+def _fit_demand(rng: random.Random, shapes: list[_Shape], target: float, cap: float) -> list[_Shape]:
+    """Bring the queue's demand close to ``target``, keeping every gang within 2-64 pods and ``cap`` GPUs.
 
     Too much demand: random gangs become single pods of the same request (so the
     gangs that stay keep their drawn sizes); too little: every gang grows by
@@ -163,7 +170,8 @@ def _fit_demand(rng: random.Random, shapes: list[_Shape], target: float) -> list
         gang_demand = sum(out[i].demand for i in gangs)
         factor = 1 + (target - total) / gang_demand
         for i in gangs:
-            out[i] = replace(out[i], pods=min(MAX_GANG, max(MIN_GANG, round(out[i].pods * factor))))
+            pods = min(_most_pods(out[i], cap), round(out[i].pods * factor))
+            out[i] = replace(out[i], pods=max(MIN_GANG, pods))
         total = sum(s.demand for s in out)
     for _ in range(50 * len(gangs)):
         if abs(total - target) <= 0.005 * target:
@@ -171,10 +179,14 @@ def _fit_demand(rng: random.Random, shapes: list[_Shape], target: float) -> list
         i = rng.choice(gangs)
         step = 1 if total < target else -1
         pods = out[i].pods + step
-        if MIN_GANG <= pods <= MAX_GANG:
+        if MIN_GANG <= pods <= max(out[i].pods, _most_pods(out[i], cap)):
             total += step * out[i].gpus
             out[i] = replace(out[i], pods=pods)
     return out
+
+
+def _most_pods(shape: _Shape, cap: float) -> int:
+    return max(MIN_GANG, min(MAX_GANG, int(cap // shape.gpus)))
 
 
 def _workload(rng: random.Random, j: int, shape: _Shape, workloads: int) -> Workload:
