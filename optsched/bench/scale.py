@@ -78,9 +78,6 @@ def run_seed(
         violations = check_plan(snapshot, plan)
         for violation in violations[:5]:
             print(f"  INVALID {name} (seed {seed}): {violation}")
-        if name == planning.OPTIMIZER and not progress.enabled:
-            for line in plan.warnings:
-                print(f"  optimizer: {line}")
         results.append(figures(snapshot, plan, bounds, wall_seconds=seconds, invalid=len(violations)))
         done += 1
         progress.update(done)

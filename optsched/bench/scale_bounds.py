@@ -67,7 +67,7 @@ class WorkloadFloor:
     products: frozenset[str]
     """Products on which it fits whole; empty: no plan admits it."""
     racks: int
-    """Fewest racks its pods can span (0 for a single pod)."""
+    """Fewest racks its pods can span: 0 for a single pod, at least 1 for a gang."""
     blocks: int
     multi_pods: int
     """Its pods of more than one whole GPU."""
@@ -153,8 +153,8 @@ def _floor(capacity: Capacity, workload: Workload) -> WorkloadFloor:
         if any(ps.request.is_share for ps in workload.pod_sets)
         else math.gcd(*(ps.request.gpus for ps in workload.pod_sets)),
         products=products,
-        racks=max(s.racks for s in sets) if pods > 1 and products else 0,
-        blocks=max(s.blocks for s in sets) if pods > 1 and products else 0,
+        racks=0 if pods < 2 else max(1, *(s.racks for s in sets)),
+        blocks=0 if pods < 2 else max(1, *(s.blocks for s in sets)),
         multi_pods=sum(
             ps.count for ps in workload.pod_sets if ps.request.gpus > 1 and not ps.request.is_share
         ),

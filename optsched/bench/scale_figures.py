@@ -61,6 +61,8 @@ class Figures:
     nvlink_bound: float | None
     """Upper bound on ``nvlink_hit`` for this plan's admitted pods."""
     stages: tuple[Stage, ...] = ()
+    warnings: tuple[str, ...] = ()
+    """The plan's warnings (for the optimizer: stages cut short, a fallback to the greedy plan)."""
 
 
 def figures(
@@ -90,6 +92,7 @@ def figures(
         blocks_bound=bounds.blocks_per_gang(admitted),
         nvlink_bound=bounds.nvlink_hit(admitted),
         stages=stages(plan),
+        warnings=tuple(plan.warnings),
     )
 
 

@@ -114,6 +114,8 @@ def seed_table(run: SeedRun) -> list[str]:
             f"  optimizer stage {stage.name}: {stage.status} value {stage.value:g} bound {stage.bound:g} "
             f"gap {stage.gap:.2%} ({stage.seconds:.2f}s)"
         )
+    for line in ref.warnings if ref is not None and ref.policy == OPTIMIZER else ():
+        lines.append(f"  optimizer: {line}")
     closed = [f"{m.key} {_closed(run.closed(m))}" for m in METRICS]
     lines.append("  closed (optimizer - best greedy) / (bound - best greedy): " + ", ".join(closed))
     return lines
@@ -145,7 +147,7 @@ def summary_table(runs: list[SeedRun]) -> list[str]:
             row[m.key] = _spread_text(m.key, [v for r in runs if (v := _cell(r, name, m)) is not None], name)
         walls = [f.wall_seconds for r in runs for f in r.policies if f.policy == name]
         spread = _spread(walls)
-        row["wall s"] = f"{spread[0]:.2f} [{spread[1]:.2f}-{spread[2]:.2f}]" if spread else ""
+        row["wall s"] = f"{spread[0]:.2f} [{spread[1]:.2f}, {spread[2]:.2f}]" if spread else ""
         rows.append(row)
     return [f"summary over {len(runs)} seeds: median [min, max]", *_align(rows)]
 
@@ -179,6 +181,7 @@ def to_json(run: SeedRun) -> dict[str, Any]:
             "invalid": f.invalid,
             "workloadsAdmitted": f.workloads_admitted,
             "bounds": {m.key: m.own_bound(f) for m in METRICS if m.key != "gpusAdmitted"},
+            "warnings": list(f.warnings),
         }
         if f.stages:
             entry["stages"] = [
