@@ -31,11 +31,14 @@ and is proved by construction:
   that plan's figure.
 - **NVLink-island hit** (upper bound). ``PlanSummary`` counts a multi-GPU
   whole-GPU pod as a hit when its GPUs lie in one island. A pod of g GPUs can
-  only hit where an eligible node has an island with g fully free GPUs, and
-  an island with f free GPUs holds at most f // g pods of g or more GPUs. So
-  over an admitted set, hits are at most the pods that could hit, and for
-  every size g at most the islands' room for size g plus the pods smaller
-  than g that could hit; the share is that over the set's multi-GPU pods.
+  only hit where an eligible node has an island with g fully free GPUs. The
+  pods of g or more GPUs that hit sit in islands with at least g free GPUs,
+  so their GPUs sum to at most R_g, the free GPUs of those islands; where
+  every such pod size is a multiple of g, an island of f free GPUs gives them
+  at most g * (f // g), which R_g then counts instead. Over an admitted set,
+  the most hits these volumes allow (pods that could hit, smallest first,
+  each size within every R_g up to it: the smallest pods use the least of
+  every volume they count in) over the set's multi-GPU pods bounds the share.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ class ScaleBounds:
     gpus_admitted: float
     workloads: dict[str, WorkloadFloor]
     island_room: dict[int, int]
-    """GPUs per pod g -> how many pods of g or more GPUs every island's free GPUs hold together."""
+    """GPUs per pod g -> R_g: the most GPUs the hits of pods of g or more GPUs can take together."""
 
     def racks_per_gang(self, admitted: Iterable[str]) -> float | None:
         """Lower bound on ``PlanSummary.racks_per_gang`` of a plan admitting ``admitted``."""
@@ -102,10 +105,14 @@ class ScaleBounds:
         for f in floors:
             for size, pods in f.island_pods.items():
                 by_size[size] = by_size.get(size, 0) + pods
-        hits = sum(by_size.values())
-        for size in by_size:
-            smaller = sum(p for s, p in by_size.items() if s < size)
-            hits = min(hits, self.island_room.get(size, 0) + smaller)
+        left = dict(self.island_room)
+        hits = 0
+        for size in sorted(by_size):
+            fit = min([by_size[size], *(room // size for g, room in left.items() if g <= size)])
+            hits += fit
+            for g in left:
+                if g <= size:
+                    left[g] -= fit * size
         return hits / multi
 
 
@@ -129,7 +136,7 @@ def scale_bounds(snapshot: Snapshot) -> ScaleBounds:
             )
             free[grain, node.product] = free.get((grain, node.product), 0) + room
     sizes = {s for f in floors.values() for s in f.island_pods}
-    islands = {s: capacity.island_room(s) for s in sizes}
+    islands = {g: capacity.island_room(g, aligned=all(s % g == 0 for s in sizes if s >= g)) for g in sizes}
     return ScaleBounds(_admitted_bound(list(floors.values()), free, grains), floors, islands)
 
 

@@ -120,12 +120,19 @@ class Capacity:
             hit = self._islands[node.name] = _largest_free_island(self.state.by_name[node.name])
         return hit
 
-    def island_room(self, size: int) -> int:
-        """Pods of ``size`` or more GPUs every island's fully free GPUs hold together (an upper bound)."""
+    def island_room(self, size: int, *, aligned: bool) -> int:
+        """Fully free GPUs of the islands with at least ``size`` of them; ``aligned``: whole multiples of it.
+
+        ``aligned`` is for pods whose sizes are all multiples of ``size``: an
+        island of f free GPUs gives them ``size * (f // size)`` at most.
+        """
         total = 0
         for node in self.state.nodes:
             free = set(node.fully_free_gpus())
-            total += sum(len(free.intersection(island)) // size for island in node.islands)
+            for island in node.islands:
+                count = len(free.intersection(island))
+                if count >= size:
+                    total += size * (count // size) if aligned else count
         return total
 
 

@@ -66,6 +66,12 @@ def test_nvlink_bound_knows_pairs_and_island_room() -> None:
     assert scale_bounds(snap).nvlink_hit(["default/w0", "default/w1"]) == 0.5
 
 
+def test_nvlink_bound_counts_the_gpus_hits_take() -> None:
+    # One free island of 8: a 2-GPU pod and one 4-GPU pod hit; the second 4-GPU pod finds 2 GPUs left.
+    snap = snapshot([node("h")], [workload("two", pods(1, 2)), workload("fours", pods(2, 4))])
+    assert scale_bounds(snap).nvlink_hit(["default/two", "default/fours"]) == pytest.approx(2 / 3)
+
+
 @pytest.fixture(scope="module", params=[1, 2, 3])
 def planned(request: pytest.FixtureRequest) -> tuple[Snapshot, ScaleBounds, list[Figures]]:
     snap = contended_cluster(40, 36, request.param)
