@@ -42,6 +42,17 @@ def test_one_seed_writes_one_object_and_the_figure(tmp_path: Path) -> None:
     assert (tmp_path / "scale-contended-30n-24w.png").stat().st_size > 0
 
 
+def test_deterministic_runs_give_the_same_figures(tmp_path: Path) -> None:
+    args = ["scale", "--nodes", "24", "--workloads", "16", "--policies", "optimizer", "--no-plots"]
+    figures = []
+    for run in ("a", "b"):
+        out = tmp_path / f"{run}.json"
+        assert main([*args, "--deterministic", "--time-limit", "0.3", "--json", str(out)]) == 0
+        doc = json.loads(out.read_text())["policies"]["optimizer"]
+        figures.append({k: doc[k] for k in ("gpusAdmitted", "racksPerGang", "nvlinkHit", "status")})
+    assert figures[0] == figures[1]
+
+
 def test_classic_queue_is_still_there(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*SMALL, "--queue", "classic"]) == 0
     assert "(classic)" in capsys.readouterr().out
