@@ -112,7 +112,13 @@ def _add_topology(sub: Any) -> None:
 
 
 def _add_scale(sub: Any) -> None:
-    p = sub.add_parser("scale", help="solver speed and quality on a large synthetic queue")
+    p = sub.add_parser(
+        "scale",
+        help="policies against bounds on a large contended snapshot: GPUs admitted, racks, NVLink, time",
+        description="Plan a generated snapshot (by default a live-looking cluster whose queue asks "
+        "1.2-1.5x the free GPUs) with each policy and print each quality figure next to a bound no plan "
+        "can beat, and the share of the distance from the best greedy policy to it the optimizer closes.",
+    )
     register_scale(p)
     p.set_defaults(func=run_scale_command)
 

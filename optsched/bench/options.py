@@ -30,6 +30,9 @@ TRACE_POLICIES = (
 TOPOLOGY_POLICIES = ("optimizer", "tas", "bestfit", "fgd", "leastallocated", "firstfit")
 """Policies ``bench topology`` can simulate (each one a ``planning.plan`` policy)."""
 
+SCALE_QUEUES = ("contended", "classic")
+"""Instances ``bench scale`` can generate (see :mod:`optsched.bench.scale_cluster`)."""
+
 DEFAULT_OUT = Path("bench-results")
 
 
@@ -67,19 +70,47 @@ def parse_policies(text: str, allowed: Sequence[str]) -> list[str]:
     return names
 
 
+SCALE_POLICIES = ("optimizer", "bestfit", "fgd", "tas", "leastallocated")
+"""The policies ``bench scale`` compares by default: the optimizer and the greedy policies peers use."""
+
+
 def register_scale(subparser: argparse.ArgumentParser) -> None:
     """Arguments of ``optsched bench scale``, also read by ``python -m optsched.bench.scale``."""
-    subparser.add_argument("--nodes", type=int, default=1000, help="GPU nodes (8 GPUs each); default 1000")
+    subparser.add_argument("--nodes", type=int, default=1000, help="GPU nodes; default 1000")
     subparser.add_argument("--workloads", type=int, default=1000, help="pending workloads; default 1000")
     subparser.add_argument(
-        "--seed", type=int, default=1, help="random seed of the synthetic cluster; default 1"
+        "--queue",
+        choices=SCALE_QUEUES,
+        default="contended",
+        help="contended: a live-looking cluster whose queue asks 1.2-1.5x the free GPUs (default); "
+        "classic: the mostly idle cluster and simple queue of earlier releases",
+    )
+    subparser.add_argument(
+        "--seeds",
+        "--seed",
+        dest="seeds",
+        default="1",
+        help="seeds of the generated instance, e.g. 1-10 or 1,4; default 1",
     )
     subparser.add_argument(
         "--time-limit", type=float, default=5.0, help="optimizer time limit in s; default 5"
     )
-    subparser.add_argument("--workers", type=int, default=0, help="CP-SAT workers; default 0 = all cores")
+    subparser.add_argument(
+        "--workers", type=int, default=None, help="CP-SAT workers; default all cores (1 with --deterministic)"
+    )
+    subparser.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="count --time-limit in CP-SAT deterministic seconds on one worker: the same figures under load",
+    )
     subparser.add_argument(
         "--policies",
-        default="optimizer,bestfit,fgd",
-        help="comma-separated policies to compare; default optimizer,bestfit,fgd",
+        default=",".join(SCALE_POLICIES),
+        help=f"comma-separated policies to compare; default {','.join(SCALE_POLICIES)}",
     )
+    subparser.add_argument("--json", type=Path, default=None, help="write the figures as JSON to this file")
+    subparser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="folder of the PNG figure; default bench-results/"
+    )
+    subparser.add_argument("--no-plots", action="store_true", help="skip the PNG figure")
+    subparser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")

@@ -1,139 +1,40 @@
-"""``optsched bench scale``: how the optimizer behaves on a large synthetic cluster.
+"""``optsched bench scale``: how the planner's policies compare on a large cluster under contention.
 
-The cluster: N nodes of 8 GPUs, mostly H100 on NVSwitch (one NVLink island of
-8), some A100 PCIe boxes with four NVLink pairs; racks of 16-32 nodes grouped
-into blocks of 4-8 racks; about a fifth of the nodes partly used (some by pods
-that do not say which GPU indices they hold). The queue: single pods of
-1/2/4/8 GPUs, gangs of 2-16 pods (some requiring one rack), two priority
-levels, created over a few hours. The optimizer, BestFit and FGD plan the same
-snapshot; the table shows what each admits, how well it keeps pods inside
-NVLink islands and gangs inside racks, and what it costs in time and memory
-("solve s" is the policy's own time as its plan reports it -- for the optimizer
-the greedy hint, model building, CP-SAT search and GPU index assignment; "wall
-s" adds plan assembly: summary, deferral reasons; peak MiB is the process's
-peak resident memory so far).
-Everything is seeded, so a run can be repeated exactly.
+The default instance (:mod:`optsched.bench.scale_cluster`) is a live-looking
+cluster whose pending queue asks 1.2-1.5x its free GPUs, so policies must
+choose; ``--queue classic`` keeps the earlier mostly idle cluster
+(:mod:`optsched.bench.scale_classic`). Each policy plans the same snapshot; the
+table shows what each admits, how well it keeps pods inside NVLink islands and
+gangs inside racks, and what it costs in time and memory ("solve s" is the
+policy's own time as its plan reports it -- for the optimizer the greedy hint,
+model building, CP-SAT search and GPU index assignment; "wall s" adds plan
+assembly: summary, deferral reasons; peak MiB is the process's peak resident
+memory so far). Everything is seeded, so a run can be repeated exactly.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import json
 import resource
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from optsched import planning
-from optsched.bench.options import register_scale
-from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, HOSTNAME_LABEL, PRODUCT_LABEL
-from optsched.model.plan import Plan
-from optsched.model.snapshot import Node, NodeUsage, PodRequest, PodSet, Snapshot, Workload
+from optsched.bench.options import parse_policies, parse_seeds, register_scale
+from optsched.bench.progress import Progress
+from optsched.bench.scale_bounds import scale_bounds
+from optsched.bench.scale_classic import synthetic_cluster
+from optsched.bench.scale_cluster import contended_cluster, demand_ratio
+from optsched.bench.scale_figures import figures
+from optsched.bench.scale_report import SeedRun, seed_table, summary_table, to_json
+from optsched.errors import InputError
+from optsched.model.snapshot import Snapshot
 from optsched.settings import Settings
 from optsched.validate import check_plan
 
-H100 = "NVIDIA-H100-80GB-HBM3"
-A100 = "NVIDIA-A100-PCIE-40GB"
-BLOCK, RACK = DEFAULT_TOPOLOGY_LEVELS[0], DEFAULT_TOPOLOGY_LEVELS[1]
-EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def synthetic_cluster(nodes: int, workloads: int, seed: int) -> Snapshot:
-    """A seeded cluster and pending queue as described in the module docstring."""
-    rng = random.Random(seed)
-    racks = _Racks(rng)
-    node_list: list[Node] = []
-    usage: dict[str, NodeUsage] = {}
-    for i in range(nodes):
-        block, rack = racks.next_node()
-        node = _node(rng, f"node-{i:05d}", block, rack)
-        node_list.append(node)
-        if rng.random() < 0.2:
-            usage[node.name] = _partial_usage(rng, node)
-    queue = [_queued(rng, j, workloads) for j in range(workloads)]
-    return Snapshot(
-        nodes=tuple(node_list), usage=usage, workloads=tuple(queue), source=f"synthetic seed {seed}"
-    )
-
-
-class _Racks:
-    """Rack and block of each next node: racks of 16-32 nodes, 4-8 racks per block, sizes drawn as filled."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.block, self.rack, self.in_rack = 0, 0, 0
-        self.rack_size = rng.randint(16, 32)
-        self.racks_in_block, self.block_size = 0, rng.randint(4, 8)
-
-    def next_node(self) -> tuple[int, int]:
-        """Rack and block of the next node, drawing the next rack's (and block's) size once one fills."""
-        if self.in_rack == self.rack_size:
-            self.rack, self.in_rack, self.rack_size = self.rack + 1, 0, self.rng.randint(16, 32)
-            self.racks_in_block += 1
-            if self.racks_in_block == self.block_size:
-                self.block, self.racks_in_block, self.block_size = self.block + 1, 0, self.rng.randint(4, 8)
-        self.in_rack += 1
-        return self.block, self.rack
-
-
-def _node(rng: random.Random, name: str, block: int, rack: int) -> Node:
-    """Mostly H100 on NVSwitch (one island of 8); about one in seven an A100 PCIe box of four pairs."""
-    a100 = rng.random() < 0.15
-    product = A100 if a100 else H100
-    islands = tuple((2 * k, 2 * k + 1) for k in range(4)) if a100 else (tuple(range(8)),)
-    return Node(
-        name=name,
-        labels={
-            PRODUCT_LABEL: product,
-            BLOCK: f"b{block}",
-            RACK: f"b{block}-r{rack}",
-            HOSTNAME_LABEL: name,
-        },
-        cpu_milli=128_000,
-        memory_mib=1_048_576,
-        gpu_count=8,
-        gpu_product=product,
-        gpu_memory_mib=40_960 if a100 else 81_920,
-        nvlink_islands=islands,
-    )
-
-
-def _partial_usage(rng: random.Random, node: Node) -> NodeUsage:
-    """Some GPUs in use; a quarter of such nodes do not say which, as pods without device IDs."""
-    used = rng.choice([1, 2, 3, 4, 6])
-    if rng.random() < 0.25:
-        return NodeUsage(cpu_milli=8_000 * used, memory_mib=65_536 * used, pods=used, unknown_index_gpus=used)
-    taken = sorted(rng.sample(range(8), used))
-    milli = tuple(1000 if g in taken else 0 for g in range(8))
-    mem = tuple(node.gpu_memory_mib if g in taken else 0 for g in range(8))
-    return NodeUsage(
-        cpu_milli=8_000 * used,
-        memory_mib=65_536 * used,
-        pods=len(taken),
-        gpu_milli=milli,
-        gpu_mem_mib=mem,
-    )
-
-
-def _queued(rng: random.Random, j: int, workloads: int) -> Workload:
-    """Job ``j`` of the queue: a single pod or a gang (some requiring one rack), created over four hours."""
-    priority = 100 if rng.random() < 0.2 else 0
-    created = EPOCH + timedelta(seconds=int(j * 4 * 3600 / max(1, workloads)))
-    if rng.random() < 0.6:
-        gpus = rng.choice([1, 1, 2, 4, 8])
-        count, required = 1, None
-    else:
-        gpus = rng.choice([4, 8, 8])
-        count = rng.randint(2, 16)
-        required = RACK if rng.random() < 0.3 else None
-    request = PodRequest(cpu_milli=8_000 * gpus, memory_mib=65_536 * gpus, gpus=gpus)
-    return Workload(
-        namespace="bench",
-        name=f"job-{j:05d}",
-        priority=priority,
-        created=created,
-        pod_sets=(PodSet(name="workers", count=count, request=request, required_topology=required),),
-    )
+__all__ = ["contended_cluster", "main", "run_scale", "synthetic_cluster"]
 
 
 def _peak_mib() -> float:
@@ -141,66 +42,109 @@ def _peak_mib() -> float:
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
 
 
-def _row(name: str, plan: Plan, seconds: float, violations: int) -> dict[str, str]:
-    s = plan.summary
-    hit = f"{s.multi_gpu_pods_in_one_island / s.multi_gpu_pods:.1%}" if s.multi_gpu_pods else "-"
-    return {
-        "policy": name,
-        "gpus admitted": f"{s.gpus_admitted:g}",
-        "workloads": f"{s.workloads_admitted}",
-        "nvlink hit": hit,
-        "racks/gang": f"{s.racks_per_gang:.2f}",
-        "frag after": f"{s.fragmentation_after:.1f}",
-        "solve s": f"{plan.solve_seconds:.2f}",
-        "wall s": f"{seconds:.2f}",
-        "peak MiB": f"{_peak_mib():.0f}",
-        "status": plan.status.value,
-        "gap": f"{plan.gap:.2%}" if plan.gap is not None else "-",
-        "invalid": str(violations),
-    }
+def _settings(args: argparse.Namespace) -> Settings:
+    """The optimizer's settings: wall-clock seconds on every core, or deterministic seconds on one."""
+    if args.nodes < 1 or args.workloads < 1:
+        raise InputError(
+            f"needs at least 1 node and 1 workload, got {args.nodes} and {args.workloads}",
+            field="--nodes/--workloads",
+        )
+    if args.time_limit <= 0:
+        raise InputError(f"{args.time_limit:g} is not a positive number of seconds", field="--time-limit")
+    if args.workers is not None and args.workers < 0:
+        raise InputError(f"{args.workers} is not a worker count (0 = all cores)", field="--workers")
+    workers = args.workers if args.workers is not None else (1 if args.deterministic else 0)
+    return Settings(time_limit_s=args.time_limit, workers=workers, deterministic_time=args.deterministic)
+
+
+def run_seed(
+    args: argparse.Namespace,
+    seed: int,
+    settings: Settings,
+    policies: list[str],
+    progress: Progress,
+    done: int,
+) -> SeedRun:
+    """One seed: build the instance and its bounds, plan it with each policy, collect the figures."""
+    generate = synthetic_cluster if args.queue == "classic" else contended_cluster
+    snapshot: Snapshot = generate(args.nodes, args.workloads, seed)
+    bounds = scale_bounds(snapshot)
+    ratio = demand_ratio(snapshot)
+    results = []
+    for name in policies:
+        started = time.perf_counter()
+        plan = planning.plan(snapshot, settings, name, check=False)
+        seconds = time.perf_counter() - started
+        violations = check_plan(snapshot, plan)
+        for violation in violations[:5]:
+            print(f"  INVALID {name} (seed {seed}): {violation}")
+        results.append(figures(snapshot, plan, bounds, wall_seconds=seconds, invalid=len(violations)))
+        done += 1
+        progress.update(done)
+    free = ratio and sum(w.gpu_demand for w in snapshot.workloads) / ratio
+    return SeedRun(
+        args.nodes,
+        args.workloads,
+        seed,
+        args.queue,
+        round(free, 3),
+        ratio,
+        bounds.gpus_admitted,
+        tuple(results),
+    )
 
 
 def run_scale(args: argparse.Namespace) -> int:
-    """Build the cluster, plan it with each policy, print the comparison table."""
-    started = time.perf_counter()
-    snapshot = synthetic_cluster(args.nodes, args.workloads, args.seed)
-    print(
-        f"cluster: {len(snapshot.nodes)} nodes, {snapshot.total_gpus} GPUs, "
-        f"{len(snapshot.workloads)} pending workloads (seed {args.seed}; "
-        f"generated in {time.perf_counter() - started:.2f}s)"
+    """Plan every seed's instance with each policy; print the tables, write the JSON and the figure."""
+    seeds = parse_seeds(str(args.seeds))
+    policies = parse_policies(args.policies, planning.POLICIES)
+    settings = _settings(args)
+    progress = Progress(
+        len(seeds) * len(policies), "bench scale", enabled=len(seeds) > 1 and not args.no_progress
     )
-    settings = Settings(time_limit_s=args.time_limit, workers=args.workers)
-    rows = []
-    admitted: dict[str, float] = {}
-    for name in [p.strip() for p in args.policies.split(",") if p.strip()]:
-        t0 = time.perf_counter()
-        plan = planning.plan(snapshot, settings, name, check=False)
-        seconds = time.perf_counter() - t0
-        violations = check_plan(snapshot, plan)
-        rows.append(_row(name, plan, seconds, len(violations)))
-        admitted[name] = plan.summary.gpus_admitted
-        if name == "optimizer":
-            for line in [*plan.solver_log, *plan.warnings]:
-                print(f"  {line}")
-        for violation in violations[:5]:
-            print(f"  INVALID {name}: {violation}")
-    headers = list(rows[0]) if rows else []
-    widths = {h: max(len(h), *(len(r[h]) for r in rows)) for h in headers}
-    print("  ".join(h.ljust(widths[h]) for h in headers))
-    for row in rows:
-        print("  ".join(row[h].ljust(widths[h]) for h in headers))
-    if "optimizer" in admitted:
-        for base in ("bestfit", "fgd"):
-            if admitted.get(base):
-                print(f"optimizer / {base} GPUs admitted: {admitted['optimizer'] / admitted[base]:.3f}")
+    runs: list[SeedRun] = []
+    for seed in seeds:
+        run = run_seed(args, seed, settings, policies, progress, len(runs) * len(policies))
+        runs.append(run)
+        if not progress.enabled:
+            print("\n".join(seed_table(run)), flush=True)
+    progress.close()
+    if progress.enabled:
+        for run in runs:
+            print("\n".join(seed_table(run)))
+    if len(runs) > 1:
+        print("\n".join(summary_table(runs)))
+    print(f"peak memory {_peak_mib():.0f} MiB")
+    if args.json is not None:
+        _write_json(args.json, [to_json(r) for r in runs])
+    if not args.no_plots:
+        # Deferred: matplotlib loads only when a figure is drawn.
+        from optsched.bench.scale_plot import plot_scale
+
+        path = plot_scale(args.out / f"scale-{args.queue}-{args.nodes}n-{args.workloads}w.png", runs)
+        print(f"figure: {path}", file=sys.stderr)
     return 0
 
 
+def _write_json(path: Path, documents: list[dict[str, object]]) -> None:
+    payload = documents[0] if len(documents) == 1 else documents
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(payload, indent=1) + "\n")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror}", field="--json") from None
+    print(f"results: {path}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m optsched.bench.scale``: the same run as ``optsched bench scale``."""
+    """``python -m optsched.bench.scale``: the same run as ``optsched bench scale``, the same exit codes."""
     parser = argparse.ArgumentParser(prog="optsched bench scale", description=__doc__.splitlines()[0])
     register_scale(parser)
-    return run_scale(parser.parse_args(argv))
+    try:
+        return run_scale(parser.parse_args(argv))
+    except InputError as exc:
+        print(f"optsched: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
