@@ -253,8 +253,8 @@ class _Greedy:
         for domain, members in self._domains(states, levels, level):
             room = 0
             for s in members:
-                # Nodes in one free state (pod slots too) hold the same number of pods: count once.
-                key = (self._key(s), s.pods)
+                # Nodes in one free state (pod slots and HAMi sharing too) hold the same pods: count once.
+                key = (self._key(s), s.pods, s.hami)
                 if key not in counted:
                     counted[key] = pods_that_fit(
                         s, ps.request, nvlink_required=ps.nvlink_required, limit=ps.needed

@@ -88,7 +88,7 @@ class StateIndex:
 
     def __init__(self, states: Sequence[NodeState], key: Callable[[NodeState], Hashable]) -> None:
         # A node listed twice (under two flavors) is offered once, where it first appears.
-        self.states = list({s.name: s for s in reversed(states)}.values())[::-1]
+        self.states = list({s.name: s for s in states}.values())
         self.position = {s.name: i for i, s in enumerate(self.states)}
         self.key = key
         self.groups: dict[Hashable, list[int]] = {}

@@ -8,8 +8,10 @@ the whole model, the rest of its share goes to small solves that keep every
 pod outside a few racks where it is and let CP-SAT rearrange the pods inside
 them (CP-SAT's ``fix_variables_to_their_hinted_value``: the placement
 outside is the hint and is fixed, presolve removes it, the rest is a small
-problem). A neighbourhood is the racks one gang spans, then racks in turn;
-a solve that improves the stage's objective becomes the new solution.
+problem). A neighbourhood is the racks one gang spans (at most four), then pairs of
+racks in name order; a solve that improves the stage's objective becomes the
+new solution. The split gangs are read from the solution the search starts
+from.
 
 Only pod counts and admissions are fixed; auxiliary variables (islands,
 domains used, shares) stay free and follow from the counts, so every
@@ -43,6 +45,8 @@ CP-SAT does not count loading the whole model and presolving its fixed part,
 which grows with the model; charging it keeps a deterministic budget close to
 the wall time it takes on a quiet machine.
 """
+WALL_FLOOR_SECONDS = 10.0
+"""Under a deterministic budget, no neighbourhood solve is cut by the wall clock before this."""
 STEP_SHARE = 0.2
 """Each neighbourhood's solve may use at most this share of the search left."""
 
@@ -189,8 +193,13 @@ def _solve_around(
     else:
         model.minimize(objective)
     solver = cp_model.CpSolver()
-    clock.limit(solver, max(0.02, min(left, STEP_SHARE * left + 0.05)))
+    least = MIN_CHARGE_PER_VARIABLE * len(model.proto.variables)
+    clock.limit(solver, max(least, 0.02, min(left, STEP_SHARE * left + 0.05)))
     params = solver.parameters
+    if clock.deterministic:
+        # The wall-clock cap only guards against a runaway solve; a cap that a loaded machine can
+        # reach would make a deterministic plan depend on the load.
+        params.max_time_in_seconds = max(params.max_time_in_seconds, WALL_FLOOR_SECONDS)
     params.fix_variables_to_their_hinted_value = True
     # Presolve removes the fixed part; one light pass is all a small neighbourhood needs.
     params.max_presolve_iterations = 1
@@ -199,7 +208,7 @@ def _solve_around(
     params.num_workers = settings.workers or (os.cpu_count() or 1)
     params.random_seed = settings.random_seed
     status = solver.solve(model)
-    clock.charge(solver, minimum=MIN_CHARGE_PER_VARIABLE * len(model.proto.variables))
+    clock.charge(solver, minimum=least)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     return list(solver.response_proto.solution)

@@ -156,7 +156,9 @@ class _Runner:
             if self._known(stage):
                 self.carry += shares[index]
                 continue
-            self.lower = [s.expr for s in stages[index + 1 :] if s.admission and stage.admission]
+            self.lower = [
+                s.expr for s in stages[index + 1 :] if s.admission and s.maximize and stage.admission
+            ]
             left = deadline - self.clock.now()
             later = sum(shares[index + 1 :])
             allowed = max(MIN_STAGE_SECONDS, min(shares[index] + self.carry, left - later * 0.25))
@@ -191,32 +193,49 @@ class _Runner:
         solver = self._solver(stage, whole)
         status = solver.solve(model)
         self.clock.charge(solver)
-        if status not in GOOD and outcome.solution is None and self.fallback is not None:
-            self.carry = max(0.0, share + self.carry - (self.clock.now() - counted_from))
-            return self._from_fallback(
-                stage, solver.status_name(status), solver, time.perf_counter() - started
-            )
-        if status not in GOOD:
-            self.carry = max(0.0, share + self.carry - (self.clock.now() - counted_from))
-            seconds = time.perf_counter() - started
-            name = solver.status_name(status)
-            if outcome.solution is None:
-                outcome.failure = f"stage {stage.name}: {name} after {seconds:.2f}s"
-            else:
-                outcome.notes.append(
-                    f"stage {stage.name} found no solution in {seconds:.2f}s (solver status {name}); "
-                    "the plan keeps the previous stage's"
-                )
-            return False
-        solution = list(solver.response_proto.solution)
         name = solver.status_name(status)
+        bound = solver.best_objective_bound
+        if status in GOOD:
+            solution = list(solver.response_proto.solution)
+        elif status == cp_model.UNKNOWN and (outcome.solution is not None or self.fallback is not None):
+            # Out of time before a first solution: the stage goes on from the solution it started with.
+            solution = self._incumbent(stage, name, time.perf_counter() - started)
+            name, bound = "FEASIBLE", math.inf if stage.maximize else -math.inf
+        else:
+            self.carry = max(0.0, share + self.carry - (self.clock.now() - counted_from))
+            return self._stop(stage, name, time.perf_counter() - started)
         if self.layout is not None and status != cp_model.OPTIMAL:
             solution = self._around(stage, objective, solution, counted_from + allowed)
         self.carry = max(0.0, share + self.carry - (self.clock.now() - counted_from))
-        self._record(
-            stage, name, solution, solver.best_objective_bound, weight, time.perf_counter() - started
-        )
+        self._record(stage, name, solution, bound, weight, time.perf_counter() - started)
         return True
+
+    def _stop(self, stage: _Stage, name: str, seconds: float) -> bool:
+        """A stage proved the model infeasible or invalid, or ran out of time with nothing to go on."""
+        if self.outcome.solution is None:
+            self.outcome.failure = f"stage {stage.name}: {name} after {seconds:.2f}s"
+        else:
+            self.outcome.notes.append(
+                f"stage {stage.name} found no solution in {seconds:.2f}s (solver status {name}); "
+                "the plan keeps the previous stage's"
+            )
+        return False
+
+    def _incumbent(self, stage: _Stage, status: str, seconds: float) -> list[int]:
+        """The solution a stage that found none goes on from: the last stage's, else the fallback's."""
+        if self.outcome.solution is not None:
+            self.outcome.notes.append(
+                f"stage {stage.name} found no solution in {seconds:.2f}s (solver status {status}); "
+                "it continues from the previous stage's"
+            )
+            return list(self.outcome.solution)
+        assert self.fallback is not None
+        self.outcome.notes.append(
+            f"stage {stage.name} found no solution in {seconds:.2f}s (solver status {status}); "
+            "the search continues from the greedy placement"
+        )
+        size = len(self.model.proto.variables)
+        return [self.fallback.get(i, 0) for i in range(size)]
 
     def _around(
         self, stage: _Stage, objective: cp_model.LinearExprT, solution: list[int], until: float
@@ -281,27 +300,6 @@ class _Runner:
             self.model.maximize(objective)
         else:
             self.model.minimize(objective)
-
-    def _from_fallback(self, stage: _Stage, status: str, solver: cp_model.CpSolver, seconds: float) -> bool:
-        """The first stage solved found nothing: continue from the fallback assignment."""
-        assert self.fallback is not None
-        size = len(self.model.proto.variables)
-        self.outcome.solution = [self.fallback.get(i, 0) for i in range(size)]
-        value = evaluate(stage.expr, self.outcome.solution)
-        bound = solver.best_objective_bound
-        # A solve stopped before its first solution may report no bound, or one below the fallback.
-        known = math.isfinite(bound) and stage.maximize and bound >= value
-        bound = bound / stage.scale if known else math.inf
-        self.outcome.notes.append(
-            f"stage {stage.name} found no solution in {seconds:.2f}s (solver status {status}); "
-            "the search continues from the greedy placement"
-        )
-        self.outcome.results.append(
-            StageResult(stage.name, "FEASIBLE", value / stage.scale + 0.0, bound, seconds, stage.admission)
-        )
-        self._pin(stage, value)
-        write_hint(self.model, dict(enumerate(self.outcome.solution)))
-        return True
 
     def _solver(self, stage: _Stage, allowed: float) -> cp_model.CpSolver:
         solver = cp_model.CpSolver()

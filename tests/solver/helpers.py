@@ -23,6 +23,7 @@ def plan_for(
     assert check_plan(snapshot, plan) == []
     if not allow_fallback:
         assert plan.status != PlanStatus.FALLBACK, plan.warnings
+        assert not any("continues from the greedy placement" in w for w in plan.warnings), plan.warnings
     return plan
 
 

@@ -57,17 +57,27 @@ def test_a_stage_without_a_solution_continues_from_the_fallback() -> None:
     outcome = StagesOutcome(solution=None)
     runner = _Runner(model, Settings(workers=1), SearchClock(), outcome, {}, fallback={x.index: 3})
     stage = _stages(terms)[0]
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = 0.0
-    solver.solve(model)
-    assert runner._from_fallback(stage, "UNKNOWN", solver, 0.0)
+    assert runner._incumbent(stage, "UNKNOWN", 0.0) == [3]
+    assert "continues from the greedy placement" in outcome.notes[0]
+    runner._record(stage, "FEASIBLE", [3], float("inf"), 1, 0.0)
     assert outcome.solution == [3]
     assert outcome.results[0].value == 3 and outcome.results[0].status == "FEASIBLE"
-    assert "continues from the greedy placement" in outcome.notes[0]
     # The stage is pinned at the fallback's value: later stages may not admit less.
     model.maximize(-x)
     check = cp_model.CpSolver()
     assert check.solve(model) == cp_model.OPTIMAL and check.value(x) == 3
+
+
+def test_an_infeasible_model_is_a_failure_even_with_a_fallback() -> None:
+    model = cp_model.CpModel()
+    x = model.new_int_var(0, 10, "x")
+    model.add(x >= 5)
+    model.add(x <= 4)
+    terms = [ObjectiveTerm(Stage.PRIORITY, x, maximize=True, priority=0)]
+    clock = SearchClock()
+    outcome = solve_stages(model, Settings(workers=1), clock, terms, clock.now() + 2.0, fallback={x.index: 3})
+    assert outcome.solution is None
+    assert "INFEASIBLE" in outcome.failure or "MODEL_INVALID" in outcome.failure
 
 
 def test_a_priority_stage_does_not_trade_the_next_levels_work_for_the_one_after() -> None:

@@ -172,14 +172,20 @@ def _groups(
 
 
 def _state_key(node: NodeState) -> tuple[object, ...]:
-    """Everything :func:`~optsched.capacity.fit.pods_that_fit` reads of a node."""
+    """Everything :func:`~optsched.capacity.fit.pods_that_fit` and the free-GPU sums read of a node."""
     return (
+        node.product,
         node.cpu,
         node.mem,
         node.pods,
         node.unknown,
+        node.hami,
+        node.tasks_total,
+        node.gpu_mem_total,
         tuple(node.gpu_milli),
         tuple(node.gpu_mem),
+        tuple(node.gpu_tasks),
+        tuple(node.healthy),
         tuple(node.islands),
         tuple(sorted(node.ext.items())),
     )
