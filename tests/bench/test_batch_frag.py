@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
-from optsched.bench.batch_frag import FragWindowPlacer
+import pytest
+
+from optsched.bench import trace_command
+from optsched.bench.batch import batch_placer_factory
+from optsched.bench.batch_frag import FragWindowPlacer, frag_placer_factory
 from optsched.bench.batch_patterns import COST_SCALE, PatternLimits, TaskType, enumerate_patterns
+from optsched.bench.cli import main
 from optsched.bench.trace import inflate, replay, trace_shapes
 from optsched.bench.trace_data import load_nodes, load_pods
 from optsched.capacity.fragmentation import FragMeter, Shape
 from optsched.capacity.state import NodeState
 from optsched.model.snapshot import FULL_GPU_MILLI, NodeUsage, PodRequest
 from optsched.policies.choosers import FGD
+from tests.bench.conftest import write_synthetic
 from tests.bench.test_trace import _recheck
 from tests.builders import node
 
@@ -192,3 +199,27 @@ def test_replays_respect_capacity_and_repeat_exactly(trace_dir: Path) -> None:
     assert runs[0].placements == runs[1].placements
     assert runs[0].allocated_pct == runs[1].allocated_pct
     assert len(runs[0].latencies_s) == len(range(0, len(arrivals), 16))
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"), [([], "fragmentation"), (["--batch-objective", "opened-gpus"], "opened-gpus")]
+)
+def test_the_trace_command_picks_the_window_objective(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], expected: str
+) -> None:
+    made: list[str] = []
+
+    def spy(name: str, real: Callable[..., object]) -> Callable[..., object]:
+        def factory(**kwargs: float) -> object:
+            made.append(name)
+            return real(**kwargs)
+
+        return factory
+
+    monkeypatch.setattr(trace_command, "frag_placer_factory", spy("fragmentation", frag_placer_factory))
+    monkeypatch.setattr(trace_command, "batch_placer_factory", spy("opened-gpus", batch_placer_factory))
+    trace = write_synthetic(tmp_path / "trace", nodes=12, pods=60)
+    args = ["trace", "--trace-dir", str(trace), "--policies", "optimizer", "--batch", "8", "--seeds", "1"]
+    out = ["--out", str(tmp_path / "out"), "--no-progress", "--no-plots", "--batch-time-limit", "0.1"]
+    assert main([*args, *out, *flags]) == 0
+    assert made == [expected]
