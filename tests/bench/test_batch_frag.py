@@ -160,7 +160,10 @@ def test_the_window_never_places_less_gpu_demand_than_online_fgd() -> None:
                 copy.take(req, choice[1])
                 assert min(copy.gpu_milli) >= 0
                 placed += req.gpu_milli_total
-        assert placed >= _online_milli(states, window, SHAPES)
+        online = _online_milli(states, window, SHAPES)
+        assert placed >= online
+        # The placer's own reading of online FGD on the window is the integer-score rule's.
+        assert placer.last is not None and placer.last.online_milli == online
 
 
 def test_shares_that_fill_a_gpu_together_land_on_one_gpu_and_keep_the_other_whole() -> None:
