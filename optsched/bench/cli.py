@@ -71,6 +71,13 @@ def _add_trace(sub: Any) -> None:
         help="CP-SAT budget per batch in deterministic seconds (repeatable whatever the load); default 1",
     )
     p.add_argument(
+        "--batch-objective",
+        choices=("fragmentation", "opened-gpus"),
+        default="fragmentation",
+        help="what a batch window minimises after placing the most GPU demand: the FGD fragmentation of "
+        "the nodes it touches (default), or whole free GPUs opened for shares (the earlier window)",
+    )
+    p.add_argument(
         "--ratio", type=float, default=1.3, help="inflate demand to this share of capacity; default 1.3"
     )
     p.add_argument(

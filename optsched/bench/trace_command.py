@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from optsched.bench.batch import batch_placer_factory
+from optsched.bench.batch_frag import frag_placer_factory
 from optsched.bench.expected import (
     FRAGMENTATION_FILE,
     OUR_TWIN,
@@ -98,7 +99,10 @@ def _replay_all(
     seeds: Sequence[int],
 ) -> list[StoredRun]:
     """Replay every workload under every policy and seed; the runs as they are stored."""
-    factory = batch_placer_factory(time_limit_s=args.batch_time_limit) if args.batch > 1 else None
+    factory = None
+    if args.batch > 1:
+        make = frag_placer_factory if args.batch_objective == "fragmentation" else batch_placer_factory
+        factory = make(time_limit_s=args.batch_time_limit)
     new: list[StoredRun] = []
     for workload in workloads:
         for policy in policies:
