@@ -1,7 +1,7 @@
 """The cycle's last phase: send what was decided. The only part of a cycle that writes.
 
 Pods are pinned first (they wait for it), then each workload's writes go in
-order (record, then check), then the Events: on workloads whose writes went
+order (record, then check), admissions before the others, then the Events: on workloads whose writes went
 through, and on unusable objects. Pods and
 workloads proceed concurrently, at most ``concurrency`` writes in flight, in
 one task group: a write that fails unexpectedly cancels its siblings instead
@@ -63,6 +63,11 @@ class Outcome:
         return Outcome(self.pinned + other.pinned, self.errors + other.errors, self.events + other.events)
 
 
+FIRST = frozenset({ActionKind.ADMIT, ActionKind.SYNC})
+"""Writes that let a workload start go out before the rest of the cycle's (deferral messages, repairs):
+with hundreds of workloads waiting, an admission does not queue behind their messages."""
+
+
 class Actor:
     """Sends decisions through the writer, counting and logging what went through."""
 
@@ -116,7 +121,8 @@ class Actor:
     async def act(self, decisions: Decisions) -> Outcome:
         """Send one cycle's decisions: pins, then each workload's writes, then the Events."""
         pinned = await self.pin(decisions.pins, decisions.waiting, decisions.ungates)
-        applied = await self._each(self._apply(a) for a in decisions.actions if a.writes)
+        writes = sorted((a for a in decisions.actions if a.writes), key=lambda a: a.kind not in FIRST)
+        applied = await self._each(self._apply(a) for a in writes)
         applied += await self._each(self._sweep(c) for c in decisions.sweeps)
         self.metrics.observe_deferrals(
             [a.reason.value for a in decisions.actions if a.kind == ActionKind.DEFER and a.reason]
