@@ -80,6 +80,7 @@ class Actor:
         is_leader: Callable[[], bool],
         clock: Clock,
         on_conflict: Callable[[], None] = lambda: None,
+        on_stale: Callable[[], None] = lambda: None,
     ) -> None:
         self.writer = writer
         self.metrics = metrics
@@ -87,6 +88,9 @@ class Actor:
         self.is_leader = is_leader
         self.clock = clock
         self.on_conflict = on_conflict
+        self.on_stale = on_stale
+        """Called when a workload's write met a newer version: the next cycle decides on a fresh read now,
+        whether or not the change that beat it wakes one."""
         self._pin_lock = asyncio.Lock()
         """A cycle's pins and a pin pass's never interleave: each matched pods to slots on its own read."""
         self.claims = ClaimWriter(WriterApi(writer), metrics)
@@ -262,6 +266,8 @@ class Actor:
                 await self._write_record(action, None)
         except ApiError as exc:
             log.warning("%s %s failed (%s); retried next cycle", action.kind, action.key, exc)
+            if exc.conflict:
+                self.on_stale()
             return Outcome(errors=(f"{action.kind} {action.key}: {exc}",))
         if action.settles is not None:
             self.claims.settled(*action.settles)

@@ -165,7 +165,13 @@ class Controller:
         """Set when gated pods may have appeared: a cheap pin-only pass runs without re-planning."""
         wake = self.pin_trigger.set
         self.actor = Actor(
-            self.writer, self.metrics, options, is_leader=is_leader, clock=clock, on_conflict=wake
+            self.writer,
+            self.metrics,
+            options,
+            is_leader=is_leader,
+            clock=clock,
+            on_conflict=wake,
+            on_stale=self.trigger.set,
         )
         self.checks = AdmissionCheckReconciler(client, self.writer, options, is_leader=is_leader, clock=clock)
         self.heartbeat = heartbeat or Heartbeat(liveness_bound(options, Settings(), client.request_timeout))
