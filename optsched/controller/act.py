@@ -41,6 +41,7 @@ from optsched.controller.clock import Clock
 from optsched.controller.decide import ActionKind, Decisions, WorkloadAction
 from optsched.controller.metrics import Metrics
 from optsched.controller.options import Options
+from optsched.controller.own_writes import OwnWrites
 from optsched.controller.pinning import PodPin
 from optsched.kube.client import ApiError
 from optsched.kube.writer import Writer
@@ -89,6 +90,8 @@ class Actor:
         self.clock = clock
         self.on_conflict = on_conflict
         self.on_stale = on_stale
+        self.own = OwnWrites()
+        """The workloads this phase wrote: the next read waits until the caches show them."""
         """Called when a workload's write met a newer version: the next cycle decides on a fresh read now,
         whether or not the change that beat it wakes one."""
         self._pin_lock = asyncio.Lock()
@@ -271,6 +274,8 @@ class Actor:
             return Outcome(errors=(f"{action.kind} {action.key}: {exc}",))
         if action.settles is not None:
             self.claims.settled(*action.settles)
+        if action.kind != ActionKind.DEFER and not self.options.dry_run:
+            self.own.wrote(action.namespace, action.name, action.resource_version)
         self._applied(action)
         return Outcome(events=(action.event,) if action.event is not None else ())
 

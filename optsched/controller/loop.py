@@ -259,6 +259,7 @@ class Controller:
             await self.cache.ready(self.options.sync_timeout)
         except (NotSynced, ApiError) as exc:
             raise _Skip("read", exc, "cycle skipped, cannot read the cluster") from exc
+        await self.actor.own.caught_up(lambda: self.cache.of_kind("Workload"))
         for note in self.cache.notes:
             log.debug("read: %s", note)
         self.metrics.observe_cache(self.cache.sizes())
