@@ -126,17 +126,6 @@ def run_burst(cluster: E2ECluster, ns: Namespace, jobs: list[dict[str, Any]]) ->
     return sum(gpus_of(p) for p in bound), len(bound), last - SUBMITTED[ns.name]
 
 
-def empty(cluster: E2ECluster, ns: Namespace) -> None:
-    """Delete the run's Jobs (their pods and Workloads go in the background), then every pod at once
-    without grace: the next run starts on free nodes without waiting for the namespace's deletion to
-    end a thousand pods one by one. The namespace itself is deleted afterwards as usual."""
-    kube = cluster.kube
-    jobs = kube.path("batch/v1", "Job", namespace=ns.name)
-    pods = kube.path("v1", "Pod", namespace=ns.name)
-    kube.request("DELETE", jobs, params={"propagationPolicy": "Background"}, timeout=300)
-    kube.request("DELETE", pods, params={"gracePeriodSeconds": "0"}, timeout=300)
-
-
 def breakdown(cluster: E2ECluster, ns: Namespace, log: str = "") -> str:
     """Where the time went: per stage, when the workloads reached it (read before the namespace goes)."""
     lines = timelines(
@@ -164,8 +153,8 @@ def test_burst_tas_then_optsched(cluster: E2ECluster, ns: Namespace) -> None:
         tas_queue(tas_ns, gpus=100000, cpu="1000000", memory="10000Ti")
         tas = run_burst(cluster, tas_ns, workloads("kueue.x-k8s.io/podset-required-topology"))
         tas_stages = breakdown(cluster, tas_ns)
+        print(f"\nKueue TAS {tas[0]} GPUs / {tas[1]} pods bound in {tas[2]:.0f}s:\n{tas_stages}", flush=True)
     finally:
-        empty(cluster, tas_ns)
         tas_ns.cleanup()
     wait_namespace_gone(cluster, tas_ns.name, timeout=600)
 

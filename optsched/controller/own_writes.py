@@ -23,7 +23,7 @@ from optsched.kueue import workload_status as ks
 
 log = logging.getLogger("optsched.controller")
 
-CATCH_UP_SECONDS = 2.0
+CATCH_UP_SECONDS = 10.0
 """The longest a read waits for the caches to show the last cycle's writes (then reads them as they are)."""
 POLL_SECONDS = 0.02
 
