@@ -86,6 +86,7 @@ def node_object(p: Placement, profile: Profile) -> dict[str, Any]:
     }
     annotations = {KWOK_ANNOTATION: "fake"}
     resources: dict[str, str] = {"cpu": pool.cpu, "memory": pool.memory, "pods": str(pool.pods)}
+    gpus: dict[str, int] = {}
     if pool.gpu:
         g = pool.gpu
         labels.update(
@@ -101,11 +102,14 @@ def node_object(p: Placement, profile: Profile) -> dict[str, Any]:
         )
         if g.clique_size:
             labels["nvidia.com/gpu.clique"] = f"{pool.name}-fabric.{p.index // g.clique_size}"
+        unhealthy = profile.unhealthy.get(p.name, [])
         if pool.dra:
             labels[SIMULATED_DRA_LABEL] = "true"
         else:
-            resources["nvidia.com/gpu"] = str(g.count)
-        topo = gpu_topology(pool, profile.unhealthy.get(p.name, []))
+            # NVIDIA's device plugin reports an unhealthy GPU as such, and kubelet leaves it out of
+            # allocatable while capacity keeps it: a pod placed by the count alone never lands on it.
+            gpus = {"capacity": g.count, "allocatable": g.count - len(set(unhealthy))}
+        topo = gpu_topology(pool, unhealthy)
         if topo:
             annotations[GPU_TOPOLOGY_ANNOTATION] = topo
     spec: dict[str, Any] = {}
@@ -118,7 +122,10 @@ def node_object(p: Placement, profile: Profile) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {"name": p.name, "labels": labels, "annotations": annotations},
         "spec": spec,
-        "status": {"capacity": dict(resources), "allocatable": dict(resources)},
+        "status": {
+            part: {**resources, **({"nvidia.com/gpu": str(gpus[part])} if gpus else {})}
+            for part in ("capacity", "allocatable")
+        },
     }
 
 

@@ -38,6 +38,9 @@ def test_small_profile_shape() -> None:
     topo = json.loads(nodes["a100-003"]["metadata"]["annotations"][GPU_TOPOLOGY_ANNOTATION])
     assert topo["nvlinkIslands"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert topo["unhealthy"] == [7]
+    # As NVIDIA's device plugin reports it: kubelet keeps the unhealthy GPU out of allocatable only.
+    a100 = nodes["a100-003"]["status"]
+    assert a100["capacity"]["nvidia.com/gpu"] == "8" and a100["allocatable"]["nvidia.com/gpu"] == "7"
     # A rack holds one kind of machine: H100 racks never contain A100s.
     racks: dict[str, set[str]] = {}
     for lb in labels:

@@ -135,7 +135,7 @@ def register_run(subparsers: Any) -> None:
         type=_positive,
         default=Options.debounce,
         metavar="SECONDS",
-        help="wait this long after a watch event before the early cycle (default: %(default)s)",
+        help="a burst of watch events delays its cycle at most this long (default: %(default)s)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="plan and log every write the loop would send; write nothing"

@@ -1,7 +1,7 @@
 """The cycle's last phase: send what was decided. The only part of a cycle that writes.
 
 Pods are pinned first (they wait for it), then each workload's writes go in
-order (record, then check), then the Events: on workloads whose writes went
+order (record, then check), admissions before the others, then the Events: on workloads whose writes went
 through, and on unusable objects. Pods and
 workloads proceed concurrently, at most ``concurrency`` writes in flight, in
 one task group: a write that fails unexpectedly cancels its siblings instead
@@ -41,6 +41,7 @@ from optsched.controller.clock import Clock
 from optsched.controller.decide import ActionKind, Decisions, WorkloadAction
 from optsched.controller.metrics import Metrics
 from optsched.controller.options import Options
+from optsched.controller.own_writes import OwnWrites
 from optsched.controller.pinning import PodPin
 from optsched.kube.client import ApiError
 from optsched.kube.writer import Writer
@@ -63,6 +64,11 @@ class Outcome:
         return Outcome(self.pinned + other.pinned, self.errors + other.errors, self.events + other.events)
 
 
+FIRST = frozenset({ActionKind.ADMIT, ActionKind.SYNC})
+"""Writes that let a workload start go out before the rest of the cycle's (deferral messages, repairs):
+with hundreds of workloads waiting, an admission does not queue behind their messages."""
+
+
 class Actor:
     """Sends decisions through the writer, counting and logging what went through."""
 
@@ -75,6 +81,7 @@ class Actor:
         is_leader: Callable[[], bool],
         clock: Clock,
         on_conflict: Callable[[], None] = lambda: None,
+        on_stale: Callable[[], None] = lambda: None,
     ) -> None:
         self.writer = writer
         self.metrics = metrics
@@ -82,6 +89,11 @@ class Actor:
         self.is_leader = is_leader
         self.clock = clock
         self.on_conflict = on_conflict
+        self.on_stale = on_stale
+        self.own = OwnWrites()
+        """The workloads this phase wrote: the next read waits until the caches show them."""
+        """Called when a workload's write met a newer version: the next cycle decides on a fresh read now,
+        whether or not the change that beat it wakes one."""
         self._pin_lock = asyncio.Lock()
         """A cycle's pins and a pin pass's never interleave: each matched pods to slots on its own read."""
         self.claims = ClaimWriter(WriterApi(writer), metrics)
@@ -116,7 +128,8 @@ class Actor:
     async def act(self, decisions: Decisions) -> Outcome:
         """Send one cycle's decisions: pins, then each workload's writes, then the Events."""
         pinned = await self.pin(decisions.pins, decisions.waiting, decisions.ungates)
-        applied = await self._each(self._apply(a) for a in decisions.actions if a.writes)
+        writes = sorted((a for a in decisions.actions if a.writes), key=lambda a: a.kind not in FIRST)
+        applied = await self._each(self._apply(a) for a in writes)
         applied += await self._each(self._sweep(c) for c in decisions.sweeps)
         self.metrics.observe_deferrals(
             [a.reason.value for a in decisions.actions if a.kind == ActionKind.DEFER and a.reason]
@@ -256,9 +269,13 @@ class Actor:
                 await self._write_record(action, None)
         except ApiError as exc:
             log.warning("%s %s failed (%s); retried next cycle", action.kind, action.key, exc)
+            if exc.conflict:
+                self.on_stale()
             return Outcome(errors=(f"{action.kind} {action.key}: {exc}",))
         if action.settles is not None:
             self.claims.settled(*action.settles)
+        if action.kind != ActionKind.DEFER and not self.options.dry_run:
+            self.own.wrote(action.namespace, action.name, action.resource_version)
         self._applied(action)
         return Outcome(events=(action.event,) if action.event is not None else ())
 

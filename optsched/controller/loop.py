@@ -14,8 +14,9 @@ One cycle, like Kueue's scheduling cycle:
 5. **act**: send them (``act``).
 
 Each phase's duration is logged with the cycle and exported as a metric.
-Cycles run every ``interval`` seconds and early, debounced, on the
-informers' events for Workloads, pods, Nodes and NodeGPUs; gated pods are
+Cycles start on the informers' events for Workloads, pods, Nodes and
+NodeGPUs as soon as a burst of them is over (``wakeup``), and every
+``interval`` seconds without events; gated pods are
 also pinned by a pass of their own as soon as they appear, without
 re-planning. Our AdmissionChecks are kept Active by their own reconciler.
 Only the Lease holder writes; a follower keeps its caches warm and takes over
@@ -48,6 +49,7 @@ from optsched.controller.metrics import Metrics
 from optsched.controller.options import Options
 from optsched.controller.pin_pass import pin_pass_decisions
 from optsched.controller.predicted_pins import prediction_outcomes
+from optsched.controller.wakeup import Debounce, Wake, next_pass, settle
 from optsched.controller.watch import Triggers
 from optsched.errors import InputError, PlanValidationError
 from optsched.kube.client import ApiError, Client
@@ -157,13 +159,19 @@ class Controller:
         self.writer = writer or Writer(client, dry_run=options.dry_run)
         self.is_leader = is_leader
         self.clock = clock
-        self.trigger = asyncio.Event()
+        self.trigger = Wake()
         """Set to run the next cycle early (debounced)."""
-        self.pin_trigger = asyncio.Event()
+        self.pin_trigger = Wake()
         """Set when gated pods may have appeared: a cheap pin-only pass runs without re-planning."""
         wake = self.pin_trigger.set
         self.actor = Actor(
-            self.writer, self.metrics, options, is_leader=is_leader, clock=clock, on_conflict=wake
+            self.writer,
+            self.metrics,
+            options,
+            is_leader=is_leader,
+            clock=clock,
+            on_conflict=wake,
+            on_stale=self.trigger.set,
         )
         self.checks = AdmissionCheckReconciler(client, self.writer, options, is_leader=is_leader, clock=clock)
         self.heartbeat = heartbeat or Heartbeat(liveness_bound(options, Settings(), client.request_timeout))
@@ -179,6 +187,7 @@ class Controller:
         """One informer per kind the snapshot reads; the read phase and the pin pass read it."""
         self._last_plan: tuple[str, Plan] | None = None
         """Digest of the snapshot last planned, and its plan: an unchanged cluster is not solved again."""
+        self._debounce = Debounce(quiet=min(options.quiet, options.debounce), most=options.debounce)
         self._reported: set[tuple[str, str, str]] = set()
         """Fingerprints of the problems reported last cycle: only those still present are remembered."""
 
@@ -250,6 +259,7 @@ class Controller:
             await self.cache.ready(self.options.sync_timeout)
         except (NotSynced, ApiError) as exc:
             raise _Skip("read", exc, "cycle skipped, cannot read the cluster") from exc
+        await self.actor.own.caught_up(lambda: self.cache.of_kind("Workload"))
         for note in self.cache.notes:
             log.debug("read: %s", note)
         self.metrics.observe_cache(self.cache.sizes())
@@ -347,8 +357,7 @@ class Controller:
     async def _pin_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             await self.pin_trigger.wait()
-            await asyncio.sleep(min(0.2, self.options.debounce))
-            self.pin_trigger.clear()
+            await settle(self.pin_trigger, stop, self._debounce)
             try:
                 await self.pin_pass()
             except Exception:
@@ -386,15 +395,4 @@ class Controller:
         return 0
 
     async def _wait(self, stop: asyncio.Event) -> None:
-        stopper = asyncio.create_task(stop.wait())
-        trigger = asyncio.create_task(self.trigger.wait())
-        try:
-            await asyncio.wait(
-                {stopper, trigger}, timeout=self.options.interval, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            stopper.cancel()
-            trigger.cancel()
-        if self.trigger.is_set() and not stop.is_set():
-            await asyncio.sleep(self.options.debounce)
-        self.trigger.clear()
+        await next_pass(self.trigger, stop, self.options.interval, self._debounce)

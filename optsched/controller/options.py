@@ -46,9 +46,12 @@ class Options:
     controller_name: str = DEFAULT_CONTROLLER_NAME
     """``spec.controllerName`` of our AdmissionChecks."""
     interval: float = 10.0
-    """Seconds between cycles when no watch event arrives."""
+    """Seconds between cycles when no watch event arrives (a safety net: events drive the cycles)."""
     debounce: float = 1.0
-    """Seconds to wait after a watch event before the early cycle, so a burst makes one cycle."""
+    """The longest a stream of watch events delays the cycle the first of them woke."""
+    quiet: float = 0.2
+    """A woken cycle (or pin pass) starts once no new event has come for this many seconds, so a burst
+    makes one pass and the pass starts as soon as the burst is over."""
     checks_every: float = 60.0
     """Seconds between AdmissionCheck reconciles when no AdmissionCheck event arrives."""
     dry_run: bool = False

@@ -2,8 +2,8 @@
 
 An event never carries state into a decision: it only sets an asyncio Event
 (re-plan, pin, reconcile the AdmissionChecks), and the woken pass reads the
-caches. Nodes and the node agents' NodeGPUs wake a re-plan only when what the
-planner reads of them changed, not on every heartbeat; the filters forget an
+caches. Workloads, Nodes and the node agents' NodeGPUs wake a re-plan only when
+what the planner reads of them changed, not on every heartbeat or message; the filters forget an
 object when it is deleted (a relist hands on deletions it finds as DELETED
 events too), so they hold no more than the objects that exist. Pods wake a
 re-plan when one that held capacity, or one of ours, goes away or finishes.
@@ -18,7 +18,7 @@ from typing import Any
 
 from optsched.controller.views import TERMINAL_PHASES, read_pod
 from optsched.kueue import workload_status as ks
-from optsched.model.names import GPU_TOPOLOGY_ANNOTATION, NODE_GPUS_KIND
+from optsched.model.names import GPU_TOPOLOGY_ANNOTATION, NODE_GPUS_KIND, PLACEMENT_ANNOTATION
 
 WatchEvent = Mapping[str, Any]
 
@@ -38,6 +38,50 @@ def pod_frees_capacity(event: WatchEvent) -> bool:
     if pod.node is None and pod.plan_id is None:
         return False
     return event.get("type") == "DELETED" or pod.phase in TERMINAL_PHASES
+
+
+class WorkloadFilter:
+    """Workload watch events that matter: anything but a change of a check's message or a timestamp.
+
+    Every deferral a cycle writes changes its Workload; if that woke a cycle,
+    hundreds of waiting workloads would keep the controller planning
+    back to back with nothing new to plan. What a plan or a decision reads
+    changes with the spec (its generation), the conditions' type, status and
+    reason, the admission, the checks' states, the requeue state, the labels
+    and the placement record; a change to any of those wakes a cycle.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str], str] = {}
+
+    def __call__(self, event: WatchEvent) -> bool:
+        obj = event.get("object") or {}
+        meta = ks.meta(obj)
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        if event.get("type") == "DELETED":
+            self.seen.pop(key, None)
+            return True
+        status = ks.map_or_empty(obj.get("status"))
+        facts = {
+            "generation": meta.get("generation"),
+            "deleting": meta.get("deletionTimestamp") is not None,
+            "labels": meta.get("labels"),
+            "record": (meta.get("annotations") or {}).get(PLACEMENT_ANNOTATION),
+            "conditions": [
+                (c.get("type"), c.get("status"), c.get("reason")) for c in _items(status.get("conditions"))
+            ],
+            "admission": status.get("admission"),
+            "checks": [(c.get("name"), c.get("state")) for c in _items(status.get("admissionChecks"))],
+            "requeue": status.get("requeueState"),
+        }
+        fingerprint = json.dumps(facts, sort_keys=True, default=str)
+        changed = self.seen.get(key) != fingerprint
+        self.seen[key] = fingerprint
+        return changed
+
+
+def _items(value: Any) -> list[Mapping[str, Any]]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
 
 
 class NodeFilter:
@@ -103,18 +147,23 @@ class Triggers:
         self.cycle = cycle
         self.pin = pin
         self.checks = checks
+        self.workloads = WorkloadFilter()
         self.nodes = NodeFilter()
         self.node_gpus = NodeGpusFilter()
 
     def handlers(self) -> dict[str, Callable[[WatchEvent], None]]:
         """A handler per kind, for the informers."""
         return {
-            "Workload": lambda event: self.cycle.set(),
+            "Workload": self.on_workload,
             "Pod": self.on_pod,
             "Node": self.on_node,
             NODE_GPUS_KIND: self.on_node_gpus,
             "AdmissionCheck": self.checks,
         }
+
+    def on_workload(self, event: WatchEvent) -> None:
+        if self.workloads(event):
+            self.cycle.set()
 
     def on_pod(self, event: WatchEvent) -> None:
         if pod_is_gated(event):

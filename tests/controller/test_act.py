@@ -94,3 +94,17 @@ def test_a_slot_just_pinned_is_not_pinned_to_another_pod_by_a_pass_on_an_older_l
     asyncio.run(actor.pin([_pin("a-4"), _pin("a-0"), _pin("a-5", index=1)]))
     pinned = [c["name"] for kind, c in writer.calls if kind == "pin"]
     assert pinned == ["a-0", "a-0", "a-5"]
+
+
+def _defer(name: str) -> WorkloadAction:
+    check = CheckUpdate("optsched", CheckState.PENDING, "optsched: waiting: no GPU is free", "t")
+    return WorkloadAction("default", name, f"uid-{name}", ActionKind.DEFER, check=check)
+
+
+def test_admissions_are_written_before_the_deferral_messages_of_the_same_cycle():
+    writer = RecordingWriter()
+    deferred = tuple(_defer(f"d{n}") for n in range(40))
+    asyncio.run(_actor(writer).act(Decisions(actions=(*deferred, _admit("a")))))
+    checks = [c["name"] for kind, c in writer.calls if kind == "check"]
+    assert len(checks) == 41
+    assert checks.index("a") < Options().concurrency, checks
