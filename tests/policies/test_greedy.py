@@ -3,6 +3,7 @@
 import pytest
 
 from optsched.errors import InputError
+from optsched.model.names import PRODUCT_LABEL
 from optsched.model.placement import Placement
 from optsched.model.plan import PlanStatus
 from optsched.model.snapshot import (
@@ -21,7 +22,7 @@ from optsched.planning.build import build_plan
 from optsched.policies.choosers import BestFit, FirstFit
 from optsched.policies.greedy import greedy_placement, tas_placement
 from optsched.validate import check_plan
-from tests.builders import A100, RACK, gpu_queue, node, pods, snapshot, workload
+from tests.builders import A100, H100, RACK, gpu_queue, node, pods, snapshot, workload
 
 
 def nodes_of(placement: Placement, key: str) -> list[str]:
@@ -278,3 +279,21 @@ def test_second_flavor_is_used_when_the_first_has_no_quota_left() -> None:
     assert placement.admitted["default/job"].flavors == {"main": "a100"}
     assert nodes_of(placement, "default/job") == ["a1"]
     assert_valid(snap, placement)
+
+
+def test_a_node_under_two_flavors_keeps_its_first_place_in_the_first_pods_pool() -> None:
+    """The first pod's pool offers each node where it first appears among the flavors' nodes."""
+    h100 = gpu_queue("q", gpus=8, flavor="h100").resource_groups[0].flavors[0]
+    anywhere = gpu_queue("q", gpus=8, flavor="any").resource_groups[0].flavors[0]
+    group = gpu_queue("q", gpus=0).resource_groups[0].model_copy(update={"flavors": (h100, anywhere)})
+    snap = snapshot(
+        [node("a1", product=A100, gpu_mem=40_960), node("h1", product=H100)],
+        [workload("w", pods(2, 1), queue="lq")],
+        cluster_queues=[ClusterQueue(name="q", resource_groups=(group,))],
+        local_queues=[LocalQueue(namespace="default", name="lq", cluster_queue="q")],
+        flavors=[ResourceFlavor(name="h100", node_labels={PRODUCT_LABEL: H100}), ResourceFlavor(name="any")],
+    )
+    placement = greedy_placement(snap, FirstFit())
+    assignment = placement.admitted["default/w"]
+    assert assignment.flavors == {"main": "h100"}
+    assert {pod.node for pod in assignment.pods["main"]} == {"h1"}
