@@ -9,6 +9,7 @@ value V bound B in Ss"), read back as :class:`Stage` values.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -34,8 +35,13 @@ class Stage:
     seconds: float
 
     @property
-    def gap(self) -> float:
-        """|value - bound| over the larger magnitude (0 when both are 0), whichever way it optimises."""
+    def gap(self) -> float | None:
+        """|value - bound| over the larger magnitude (0 when both are 0), whichever way it optimises.
+
+        None where the stage has no bound (it ran out of time before a first solution).
+        """
+        if not math.isfinite(self.bound):
+            return None
         scale = max(abs(self.value), abs(self.bound))
         return abs(self.value - self.bound) / scale if scale else 0.0
 

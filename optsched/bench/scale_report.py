@@ -13,6 +13,7 @@ close and ``closed`` is left out.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,7 +113,7 @@ def seed_table(run: SeedRun) -> list[str]:
     for stage in ref.stages if ref is not None else ():
         lines.append(
             f"  optimizer stage {stage.name}: {stage.status} value {stage.value:g} bound {stage.bound:g} "
-            f"gap {stage.gap:.2%} ({stage.seconds:.2f}s)"
+            f"gap {'-' if stage.gap is None else f'{stage.gap:.2%}'} ({stage.seconds:.2f}s)"
         )
     for line in ref.warnings if ref is not None and ref.policy == OPTIMIZER else ():
         lines.append(f"  optimizer: {line}")
@@ -189,8 +190,8 @@ def to_json(run: SeedRun) -> dict[str, Any]:
                     "name": s.name,
                     "status": s.status,
                     "value": s.value,
-                    "bound": s.bound,
-                    "gap": round(s.gap, 6),
+                    "bound": s.bound if math.isfinite(s.bound) else None,
+                    "gap": round(s.gap, 6) if s.gap is not None else None,
                     "seconds": s.seconds,
                 }
                 for s in f.stages

@@ -129,3 +129,15 @@ def test_stages_are_read_from_the_solver_log() -> None:
     read = stages(plan)
     assert read == (Stage("priority:0", "FEASIBLE", 90, 100, 1.5), Stage("topology", "OPTIMAL", -4, -4, 0.2))
     assert read[0].gap == pytest.approx(0.1) and read[1].gap == 0
+
+
+def test_a_stage_without_a_bound_has_no_gap_and_writes_json_nulls() -> None:
+    import json
+    import math
+
+    from optsched.bench.scale_figures import Stage
+
+    stage = Stage(name="priority:0", status="FEASIBLE", value=5.0, bound=math.inf, seconds=0.1)
+    assert stage.gap is None
+    assert Stage(name="packing", status="FEASIBLE", value=4.0, bound=2.0, seconds=0.1).gap == 0.5
+    json.dumps({"gap": stage.gap}, allow_nan=False)
