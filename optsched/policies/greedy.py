@@ -285,7 +285,11 @@ class _Greedy:
         req = ps.request
         placed: list[PodPlacement] = []
         fits = room_check(ps)
-        pool = RoomPool(states, fits, self._key if self.distinct else None) if index is None else None
+        # A list no index holds (a domain's nodes) gets one for this gang, re-filed here as it books.
+        local = index is None and self.distinct
+        if local:
+            index = StateIndex(states, self._key)
+        pool = RoomPool(states, fits) if index is None else None
         for _ in range(limit):
             offered = pool.offered() if pool is not None else index.offered(fits) if index else []
             choice = self._choose(ps, offered)
@@ -297,6 +301,8 @@ class _Greedy:
             attempt.take(node, req, gpus)
             if pool is not None:
                 pool.booked(node)
+            elif local and index is not None:
+                index.refile(node)
             placed.append(
                 PodPlacement(index=len(placed), node=node.name, gpus=tuple(gpus) if promise else None)
             )
@@ -364,13 +370,9 @@ class _Greedy:
         if index is None:
             in_order = [self.state.by_name[n.name] for c in cands for n in c.nodes if n.product in allowed]
             if not self.distinct:
-                return self._room(ps, in_order)
+                return RoomPool(in_order, room_check(ps)).offered()
             index = self._register(key, in_order)
         return index.offered(room_check(ps))
-
-    def _room(self, ps: PodSet, states: list[NodeState]) -> list[NodeState]:
-        """Nodes that may hold one more pod, checked with cheap sums before a chooser scores them."""
-        return RoomPool(states, room_check(ps), self._key if self.distinct else None).offered()
 
     def _domains(self, states: list[NodeState], levels: tuple[str, ...], level: str) -> _DomainGroups:
         """``states`` grouped by domain of ``level``, once per walk (the lists are the walk's own)."""

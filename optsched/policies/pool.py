@@ -7,7 +7,7 @@ that had not changed, so the pool re-checks only the node just booked.
 
 With a deterministic chooser, nodes in the same free state score the same,
 so only the first of each state (in the walk's node order) is offered: the
-pool keeps the members of each state in order and offers each state's first,
+index keeps the members of each state in order and offers each state's first,
 which is exactly what filtering the whole list and keeping first occurrences
 would give.
 """
@@ -22,58 +22,24 @@ from optsched.model.snapshot import FULL_GPU_MILLI, PodSet
 
 
 class RoomPool:
-    """Nodes of ``states`` that pass ``fits``, first of each ``key`` when ``key`` is given."""
+    """Nodes of ``states`` that pass ``fits``, for a chooser that breaks ties at random.
 
-    def __init__(
-        self,
-        states: Sequence[NodeState],
-        fits: Callable[[NodeState], bool],
-        key: Callable[[NodeState], Hashable] | None,
-    ) -> None:
-        self.states = list(states)
-        self.position = {s.name: i for i, s in enumerate(self.states)}
+    Such a chooser must see every node, so no two are merged; a deterministic
+    one is offered the first node of each free state (:class:`StateIndex`).
+    """
+
+    def __init__(self, states: Sequence[NodeState], fits: Callable[[NodeState], bool]) -> None:
         self.fits = fits
-        self.key = key
-        self.groups: dict[Hashable, list[int]] = {}
-        """Positions of the fitting nodes in each free state, ascending."""
-        self.member: dict[str, Hashable] = {}
-        """The free state each fitting node is filed under."""
-        self.fitting: list[NodeState] = []
-        """Without ``key``: the fitting nodes in order."""
-        if key is None:
-            self.fitting = [s for s in self.states if fits(s)]
-            return
-        for i, state in enumerate(self.states):
-            if fits(state):
-                k = key(state)
-                self.groups.setdefault(k, []).append(i)
-                self.member[state.name] = k
+        self.fitting = [s for s in states if fits(s)]
 
     def offered(self) -> list[NodeState]:
         """What the chooser sees now, in the walk's node order."""
-        if self.key is None:
-            return list(self.fitting)
-        return [self.states[p] for p in sorted(group[0] for group in self.groups.values())]
+        return list(self.fitting)
 
     def booked(self, node: NodeState) -> None:
-        """``node`` took a pod: file it under its new state, or drop it if it has no more room."""
-        position = self.position.get(node.name)
-        if position is None:
-            return
-        if self.key is None:
-            if not self.fits(node):
-                self.fitting = [s for s in self.fitting if s is not node]
-            return
-        old = self.member.pop(node.name, None)
-        if old is not None:
-            group = self.groups[old]
-            del group[bisect.bisect_left(group, position)]
-            if not group:
-                del self.groups[old]
-        if self.fits(node):
-            new = self.key(node)
-            bisect.insort(self.groups.setdefault(new, []), position)
-            self.member[node.name] = new
+        """``node`` took a pod: drop it if it has no more room."""
+        if not self.fits(node):
+            self.fitting = [s for s in self.fitting if s is not node]
 
 
 class StateIndex:
@@ -81,9 +47,9 @@ class StateIndex:
 
     Most workloads are offered the same candidate lists, and a cluster of a
     thousand nodes has far fewer distinct free states than nodes. Every check
-    the chooser's pool makes (:meth:`RoomPool`'s ``fits``) reads only what the
-    state key holds, so it is made once per state, not once per node; the walk
-    re-files a node under its new state whenever a booking changes it.
+    :func:`room_check` makes reads only what the state key holds, so it is made
+    once per state, not once per node; the walk re-files a node under its new
+    state whenever a booking changes it.
     """
 
     def __init__(self, states: Sequence[NodeState], key: Callable[[NodeState], Hashable]) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from optsched.capacity.eligibility import Candidates
+from optsched.capacity.fragmentation import node_key
 from optsched.capacity.state import ClusterState, NodeState
 from optsched.model.reasons import Reason, ReasonCode
 from optsched.model.snapshot import Node, PodSet, Snapshot, Workload
@@ -172,23 +173,9 @@ def _groups(
 
 
 def _state_key(node: NodeState) -> tuple[object, ...]:
-    """Everything :func:`~optsched.capacity.fit.pods_that_fit` and the free-GPU sums read of a node."""
-    return (
-        node.product,
-        node.cpu,
-        node.mem,
-        node.pods,
-        node.unknown,
-        node.hami,
-        node.tasks_total,
-        node.gpu_mem_total,
-        tuple(node.gpu_milli),
-        tuple(node.gpu_mem),
-        tuple(node.gpu_tasks),
-        tuple(node.healthy),
-        tuple(node.islands),
-        tuple(sorted(node.ext.items())),
-    )
+    """Everything :func:`~optsched.capacity.fit.pods_that_fit` and the free-GPU sums read of a node:
+    the fragmentation key (:func:`~optsched.capacity.fragmentation.node_key`) and what it leaves out."""
+    return (node_key(node), node.pods, node.hami, node.tasks_total, tuple(node.islands))
 
 
 def _scope_of(cands: list[Candidates], memo: Memo) -> frozenset[str]:
