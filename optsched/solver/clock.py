@@ -31,11 +31,16 @@ class SearchClock:
         """A reading to subtract from a later one: seconds, or deterministic time spent so far."""
         return self._spent if self.deterministic else time.perf_counter()
 
-    def limit(self, solver: cp_model.CpSolver, allowed: float) -> None:
-        """Give one solve ``allowed`` units of budget."""
+    def limit(self, solver: cp_model.CpSolver, allowed: float, wall_floor: float = 0.0) -> None:
+        """Give one solve ``allowed`` units of budget.
+
+        ``wall_floor``: under a deterministic budget, the safety cap is never below this many
+        seconds (a short solve whose fixed cost is not counted in deterministic time could
+        otherwise meet the cap on a loaded machine, and the plan would depend on the load).
+        """
         if self.deterministic:
             solver.parameters.max_deterministic_time = allowed
-            solver.parameters.max_time_in_seconds = WALL_CAP_FACTOR * allowed
+            solver.parameters.max_time_in_seconds = max(wall_floor, WALL_CAP_FACTOR * allowed)
         else:
             solver.parameters.max_time_in_seconds = allowed
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from ortools.sat.python import cp_model, cp_model_helper
 
 
@@ -12,9 +14,12 @@ def _flat(expr: cp_model.LinearExprT) -> tuple[list[cp_model.IntVar], list[int],
     return list(flat.vars), list(flat.coeffs), int(flat.offset)
 
 
-def evaluate(expr: cp_model.LinearExprT, solution: list[int]) -> int:
-    """The value of ``expr`` under a complete assignment (variable index -> value)."""
+def evaluate(expr: cp_model.LinearExprT, solution: Sequence[int] | Mapping[int, int]) -> int:
+    """The value of ``expr`` under an assignment: a complete list by variable index, or a mapping
+    from variable index to value in which a variable left out is 0."""
     variables, coeffs, offset = _flat(expr)
+    if isinstance(solution, Mapping):
+        return offset + sum(c * solution.get(v.index, 0) for v, c in zip(variables, coeffs, strict=True))
     return offset + sum(c * solution[v.index] for v, c in zip(variables, coeffs, strict=True))
 
 

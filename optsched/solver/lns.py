@@ -194,12 +194,8 @@ def _solve_around(
         model.minimize(objective)
     solver = cp_model.CpSolver()
     least = MIN_CHARGE_PER_VARIABLE * len(model.proto.variables)
-    clock.limit(solver, max(least, 0.02, min(left, STEP_SHARE * left + 0.05)))
+    clock.limit(solver, max(least, 0.02, min(left, STEP_SHARE * left + 0.05)), WALL_FLOOR_SECONDS)
     params = solver.parameters
-    if clock.deterministic:
-        # The wall-clock cap only guards against a runaway solve; a cap that a loaded machine can
-        # reach would make a deterministic plan depend on the load.
-        params.max_time_in_seconds = max(params.max_time_in_seconds, WALL_FLOOR_SECONDS)
     params.fix_variables_to_their_hinted_value = True
     # Presolve removes the fixed part; one light pass is all a small neighbourhood needs.
     params.max_presolve_iterations = 1

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
 
-from ortools.sat.python import cp_model, cp_model_helper
+from ortools.sat.python import cp_model
 
 from optsched.settings import Settings
 from optsched.solver import lns
@@ -148,6 +148,8 @@ class _Runner:
         self.carry = 0.0
         self.lower: list[cp_model.LinearExprT] = []
         """The later priority stages' expressions while a priority stage is solved."""
+        self._ends: list[tuple[int, int]] | None = None
+        """Every variable's domain ends, read once: stages pin values by constraints, not domains."""
 
     def run(self, stages: list[_Stage], deadline: float) -> None:
         budget = max(deadline - self.clock.now(), MIN_STAGE_SECONDS * len(stages))
@@ -283,13 +285,15 @@ class _Runner:
         """
         objective: cp_model.LinearExprT = stage.expr
         weight = 1
-        if not self.lower:
+        if not self.lower or not stage.maximize:
             self._set(stage, objective)
             return objective, weight
-        ends = domain_ends(self.model)
+        if self._ends is None:
+            self._ends = domain_ends(self.model)
+        ends = self._ends
         top = upper_bound(stage.expr, ends)
         lower, ceiling = _lexicographic(self.lower, MAX_EXACT // max(2, top + 1), ends)
-        if stage.maximize and lower is not None:
+        if lower is not None:
             weight = ceiling + 1
             objective = cp_model.LinearExpr.weighted_sum([stage.expr, lower], [weight, 1])
         self._set(stage, objective)
@@ -335,9 +339,7 @@ def stage_values(terms: list[ObjectiveTerm], values: dict[int, int]) -> tuple[in
     for stage in _stages(terms):
         if not isinstance(stage.expr, cp_model.LinearExpr):
             continue
-        flat = cp_model_helper.FlatIntExpr(stage.expr)
-        pairs = zip(flat.vars, flat.coeffs, strict=True)
-        value = flat.offset + sum(c * values.get(v.index, 0) for v, c in pairs)
+        value = evaluate(stage.expr, values)
         out.append(-value if stage.maximize else value)
     return tuple(out)
 
