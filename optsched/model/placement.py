@@ -67,3 +67,6 @@ class Placement:
     """Admitted workloads by ``namespace/name``; everything else pending is deferred."""
 
     admitted: dict[str, WorkloadAssignment] = field(default_factory=dict)
+    mig_layouts: dict[tuple[str, int], tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    """(node, GPU index) -> the ``(profile, start)`` instances it gets, for every GPU whose MIG
+    layout changes; the admitted pods' MIG requests count against the new layouts."""

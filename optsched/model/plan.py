@@ -11,6 +11,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from optsched.model.mig import MigChange
 from optsched.model.placement import PodPlacement
 from optsched.model.reasons import Reason
 
@@ -69,6 +70,9 @@ class WorkloadDecision(PlanModel):
     pod_sets: list[PodSetPlacement] = Field(default_factory=list)
     eligibility: list[FlavorEligibility] = Field(default_factory=list)
     """Per PodSet and allowed flavor: the node-filter diagnosis behind the reasons."""
+    waits_for_layout: list[str] = Field(default_factory=list)
+    """Nodes whose planned MIG layout change this admission needs: its pods start once the node
+    advertises the new instances."""
 
 
 class ProductSummary(PlanModel):
@@ -115,6 +119,8 @@ class Plan(PlanModel):
     gap: float | None = None
     """Relative gap of the first stage: (bound - value) / bound."""
     workloads: list[WorkloadDecision] = Field(default_factory=list)
+    mig_changes: list[MigChange] = Field(default_factory=list)
+    """GPUs whose MIG layout the plan changes, by node and GPU index."""
     summary: PlanSummary = Field(default_factory=PlanSummary)
     warnings: list[str] = Field(default_factory=list)
     solver_log: list[str] = Field(default_factory=list)

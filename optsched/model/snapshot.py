@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from optsched.model.mig import MigGpu
 from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, PRODUCT_LABEL
 from optsched.model.queues import (
     ClusterQueue,
@@ -99,6 +100,8 @@ class Node(Frozen):
     """HAMi's device plugin runs here: GPUs and the devices pods hold come from HAMi's annotations."""
     gpu_mode: GpuMode = GpuMode.DEVICE_PLUGIN
     """How containers get their GPUs here (see :class:`GpuMode`)."""
+    mig_gpus: tuple[MigGpu, ...] = ()
+    """The MIG-enabled GPUs, from the node's NodeGPUs: their instances and whether they may change."""
 
     def island_of(self, gpu: int) -> int:
         """Index of the NVLink island holding ``gpu`` (each GPU alone if none are declared)."""

@@ -23,8 +23,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.model.mig import MigGpu
 from optsched.snapshot.fields import as_map, as_str, describe, get_list, get_map, get_str, mappings
 from optsched.snapshot.node_gpu_pods import PodDevices, read_pods
+from optsched.snapshot.node_mig import read_mig_gpu
 from optsched.topology.gpu_topology import MAX_ID_CHARS, GpuTopology, checked_islands
 
 __all__ = ["HEALTH_STATES", "NodeGpuFacts", "PodDevices", "read_node_gpus"]
@@ -44,6 +46,8 @@ class NodeGpuFacts:
     """By (namespace, name): pods listed with at least one GPU device."""
     warnings: tuple[str, ...] = ()
     """Pods whose devices could not be placed by index."""
+    mig_gpus: tuple[MigGpu, ...] = ()
+    """The MIG-enabled GPUs with their instances (:mod:`optsched.snapshot.node_mig`)."""
 
     def held_by(self, namespace: str, name: str) -> PodDevices | None:
         """The devices a pod really holds; None where the object does not list it with any."""
@@ -74,7 +78,8 @@ class NodeGpuFacts:
             f"Node {self.node}: NodeGPUs {self.node} lists {self.gpu_count} GPUs but {what} {gpu_count}; "
             f"only {planned} are planned, with the NodeGPUs islands, NUMA and health for them"
         )
-        return replace(self, topology=fitted, gpu_count=usable), [warning]
+        mig = tuple(g for g in self.mig_gpus if g.index < usable)
+        return replace(self, topology=fitted, gpu_count=usable, mig_gpus=mig), [warning]
 
 
 @dataclass(frozen=True)
@@ -87,8 +92,8 @@ class _Gpu:
     numa: int | None
     island: int | None
     healthy: bool
-    mig: bool = False
-    """MIG is enabled: the GPU is its slices (``nvidia.com/mig-*``), never a whole GPU."""
+    mig: MigGpu | None = None
+    """Set where MIG is enabled: the GPU is its slices (``nvidia.com/mig-*``), never a whole GPU."""
 
 
 def _optional_number(entry: dict[str, Any], key: str, *, obj: dict[str, Any], where: str) -> int | None:
@@ -126,15 +131,16 @@ def _gpu(entry: dict[str, Any], *, obj: dict[str, Any], where: str) -> _Gpu:
             field=f"{where}.health.state",
         )
     as_str(health.get("reason"), obj=obj, field=f"{where}.health.reason")
+    uuid = _device_id(entry, "uuid", obj=obj, where=where, required=True)
     return _Gpu(
         where=where,
         index=index,
-        uuid=_device_id(entry, "uuid", obj=obj, where=where, required=True),
+        uuid=uuid,
         pci_bus_id=_device_id(entry, "pciBusId", obj=obj, where=where, required=False),
         numa=_optional_number(entry, "numa", obj=obj, where=where),
         island=_optional_number(entry, "island", obj=obj, where=where),
         healthy=state == "Healthy",
-        mig=as_map(entry.get("mig"), obj=obj, field=f"{where}.mig").get("enabled") is True,
+        mig=read_mig_gpu(entry, obj=obj, where=where, index=index, uuid=uuid),
     )
 
 
@@ -196,9 +202,10 @@ def read_node_gpus(obj: dict[str, Any]) -> NodeGpuFacts | None:
         islands=_islands(obj, gpus),
         numa=tuple(n for n in numa if n is not None) if None not in numa else (),
         # Whole-GPU placement skips unhealthy GPUs and those MIG partitions alike.
-        unhealthy=frozenset(g.index for g in gpus if not g.healthy or g.mig),
+        unhealthy=frozenset(g.index for g in gpus if not g.healthy or g.mig is not None),
         uuids=tuple(g.uuid for g in gpus),
         pci_bus_ids=tuple(g.pci_bus_id for g in gpus) if all(g.pci_bus_id for g in gpus) else (),
     )
     pods, warnings = read_pods(obj, topology.uuids)
-    return NodeGpuFacts(name, topology, len(gpus), pods, tuple(warnings))
+    mig = tuple(g.mig for g in gpus if g.mig is not None and g.healthy)
+    return NodeGpuFacts(name, topology, len(gpus), pods, tuple(warnings), mig)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optsched.errors import InputError
+from optsched.model.mig import MigGpu
 from optsched.model.names import (
     GPU_MEMORY_LABEL,
     GPU_RESOURCE,
@@ -81,11 +82,20 @@ def parse_node(
         ready=_ready(obj),
         unschedulable=bool(get_map(obj, "spec").get("unschedulable")),
         gpu_mode=gpus.mode,
+        mig_gpus=_mig_gpus(facts, gpus),
     )
     if hami is None:
         return node, notes
     advertised = quantity(GPU_RESOURCE, count)
     return hami.applied_to(node, advertised=advertised), notes + _uuid_conflict(name, gpus.topology, hami)
+
+
+def _mig_gpus(facts: NodeGpuFacts | None, gpus: _Gpus) -> tuple[MigGpu, ...]:
+    """The NodeGPUs's MIG-enabled GPUs inside the node's GPU index space (device-plugin nodes only:
+    NVIDIA's mixed strategy advertises their instances as ``nvidia.com/mig-<profile>``)."""
+    if facts is None or gpus.mode is not GpuMode.DEVICE_PLUGIN:
+        return ()
+    return tuple(g for g in facts.mig_gpus if g.index < gpus.count)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,120 @@
+"""The MIG part of a ``NodeGPUs`` object: each MIG-enabled GPU's instances, and whether it may change.
+
+The agent reports per GPU ``mig: {capable, enabled, instances: [{profile,
+start, uuid, inUse}]}``; ``spec.migLayout`` is the layout asked of it (by the
+controller or a person) and ``status.migLayout`` the state of that request.
+The planner may give a GPU a new layout only when its layout is settled and
+legal, so each GPU gets a :attr:`~optsched.model.mig.MigGpu.hold` naming why
+it may not:
+
+- its product matches no model of the profile table, or its instances break
+  the table's rules (a layout optsched cannot reason about is left alone);
+- the spec asks it for another layout and the agent has not answered that
+  generation with ``Success``: the change is in flight (``Pending`` or
+  ``Applying``), or it ``Failed`` (the planner then leaves it alone and plans
+  around it; the failure message is the hold).
+
+Fields of the wrong type are an :class:`~optsched.errors.InputError` naming
+the field, like the rest of the object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optsched.errors import InputError
+from optsched.mig.layout import MigSlot, layout_problems
+from optsched.mig.profiles import model_for
+from optsched.model.mig import MigGpu, MigInstanceState
+from optsched.snapshot.fields import as_list, as_map, as_str, describe, get_int, get_list, get_map
+
+MAX_START = 7
+
+
+def _instance(entry: Any, *, obj: dict[str, Any], where: str) -> MigInstanceState:
+    item = as_map(entry, obj=obj, field=where)
+    profile = as_str(item.get("profile"), obj=obj, field=f"{where}.profile")
+    start = item.get("start")
+    if not profile:
+        raise InputError(
+            "expected a MIG profile name such as 1g.10gb", obj=describe(obj), field=f"{where}.profile"
+        )
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start <= MAX_START:
+        raise InputError(
+            f"expected a memory slice 0..{MAX_START}, got {start!r}",
+            obj=describe(obj),
+            field=f"{where}.start",
+        )
+    in_use = item.get("inUse", False)
+    if not isinstance(in_use, bool):
+        raise InputError(f"expected true or false, got {in_use!r}", obj=describe(obj), field=f"{where}.inUse")
+    return MigInstanceState(
+        profile=profile,
+        start=start,
+        uuid=as_str(item.get("uuid"), obj=obj, field=f"{where}.uuid"),
+        in_use=in_use,
+    )
+
+
+def _desired(obj: dict[str, Any]) -> dict[int, tuple[tuple[str, int], ...]]:
+    """``spec.migLayout`` as GPU index -> sorted ``(profile, start)``; unreadable entries are skipped.
+
+    The agent refuses a malformed spec itself (``Failed`` with the field); here
+    it only tells which GPUs are asked to change.
+    """
+    out: dict[int, tuple[tuple[str, int], ...]] = {}
+    for entry in get_list(obj, "spec.migLayout"):
+        if not isinstance(entry, dict) or not isinstance(entry.get("gpu"), int):
+            continue
+        instances = entry.get("instances") or []
+        pairs = [
+            (str(i.get("profile", "")), i.get("start"))
+            for i in (instances if isinstance(instances, list) else [])
+            if isinstance(i, dict)
+        ]
+        out[entry["gpu"]] = tuple(sorted((p, s) for p, s in pairs if isinstance(s, int)))
+    return out
+
+
+def _change_hold(obj: dict[str, Any], index: int, current: tuple[tuple[str, int], ...]) -> str:
+    """Why a GPU the spec asks to change is held, or "" when it is not asked or already there."""
+    desired = _desired(obj)
+    if index not in desired or desired[index] == current:
+        return ""
+    status = get_map(obj, "status.migLayout")
+    generation = get_int(obj, "metadata.generation", default=0) or 0
+    state = str(status.get("state", ""))
+    observed = status.get("observedGeneration")
+    if state == "Failed" and observed == generation:
+        message = str(status.get("message", ""))[:300]
+        return (
+            f"its last MIG layout change failed ({message}); it keeps its layout until spec.migLayout changes"
+        )
+    answered = f"{state or 'no state'}" + (
+        f", generation {observed} of {generation}" if observed != generation else ""
+    )
+    return f"a MIG layout change is in flight ({answered})"
+
+
+def read_mig_gpu(
+    entry: dict[str, Any], *, obj: dict[str, Any], where: str, index: int, uuid: str
+) -> MigGpu | None:
+    """The MIG state of one ``status.gpus[i]`` entry; None where MIG is not enabled on it."""
+    mig = as_map(entry.get("mig"), obj=obj, field=f"{where}.mig")
+    if mig.get("enabled") is not True:
+        return None
+    raw = as_list(mig.get("instances"), obj=obj, field=f"{where}.mig.instances")
+    instances = tuple(
+        _instance(item, obj=obj, where=f"{where}.mig.instances[{n}]") for n, item in enumerate(raw)
+    )
+    product = as_str(entry.get("product"), obj=obj, field=f"{where}.product")
+    memory = entry.get("memoryMiB")
+    model = model_for(product, memory if isinstance(memory, int) and not isinstance(memory, bool) else 0)
+    gpu = MigGpu(index=index, uuid=uuid, model=model.name if model else "", instances=instances)
+    if model is None:
+        hold = f"its product {product!r} matches no model of optsched's MIG profile table"
+    else:
+        problems = layout_problems(model, [MigSlot(i.profile, i.start) for i in instances])
+        hold = f"its current layout breaks the placement rules ({'; '.join(problems)})" if problems else ""
+    hold = hold or _change_hold(obj, index, gpu.layout)
+    return gpu.model_copy(update={"hold": hold}) if hold else gpu
