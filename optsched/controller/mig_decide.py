@@ -192,7 +192,6 @@ def _follow(acc: _Node, record: ChangeRecord, workloads: Mapping[str, WorkloadVi
         message = f"{where}: MIG layout change dropped, the node agent did not start it in {timeout:.0f}s"
         acc.restore(gpu, Outcome.DROPPED, message)
     else:
-        acc.records[gpu] = replace(record, workloads={k: record.workloads[k] for k in waiting})
         acc.hold(waiting, gpu, acc.state(gpu))
         acc.in_flight += 1
 
