@@ -1,0 +1,159 @@
+"""MIG layouts planned against the queue and carried out by the controller, on the real control plane.
+
+A simulated agent serves every fake GPU node. Two H100 GPUs of one node and
+one A100 GPU of another are put in MIG mode with no instances (what an
+operator does once). A queue of MIG requests then goes through Kueue: the
+planner chooses each GPU's layout, the controller writes it to the node's
+``NodeGPUs.spec.migLayout`` and holds the workloads Pending until the agent
+reports ``Success`` and the node advertises the slices, then admits them.
+Every pod must bind to a node that really has an instance of its profile for
+it, and every layout written must be the one the GPU now reports.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.agent_helpers import NODE_GPUS_API, AgentProcess, running_agent
+from e2e.optsched_helpers import check_state
+from e2e.testing import (
+    GPU,
+    GPU_PRODUCT,
+    H100,
+    KUEUE_API,
+    E2ECluster,
+    Namespace,
+    cluster_queue,
+    gpu_job,
+    local_queue,
+    resource_flavor,
+)
+from e2e.tests.test_controller import controller
+
+A100 = "NVIDIA-A100-PCIE-40GB"
+H100_NODE, A100_NODE = "h100-007", "a100-003"
+MIG_MODE = {H100_NODE: (0, 1), A100_NODE: (0,)}
+"""GPUs put in MIG mode (empty) before the queue arrives."""
+PROFILES = ("3g.40gb", "1g.10gb", "3g.20gb", "1g.5gb")
+MIG = "nvidia.com/mig-"
+RECORD = "optsched.io/mig-changes"
+
+
+@pytest.fixture(scope="module")
+def agent(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
+    with running_agent(cluster, tmp_path_factory.mktemp("agent-state")) as proc:
+        yield proc
+
+
+def node_gpus(cluster: E2ECluster, node: str) -> dict[str, Any]:
+    obj = cluster.get(NODE_GPUS_API, "NodeGPUs", node)
+    assert obj is not None, f"no NodeGPUs for {node}"
+    return obj
+
+
+def _settled(cluster: E2ECluster, node: str) -> dict[str, Any] | None:
+    """The NodeGPUs once the agent answered its current spec with Success."""
+    obj = node_gpus(cluster, node)
+    state = (obj.get("status") or {}).get("migLayout") or {}
+    if state.get("observedGeneration") == obj["metadata"]["generation"] and state.get("state") == "Success":
+        return obj
+    return None
+
+
+def _layouts(obj: dict[str, Any]) -> dict[int, list[tuple[str, int]]]:
+    """GPU index -> its instances as the agent reports them (MIG-enabled GPUs only)."""
+    out = {}
+    for gpu in (obj.get("status") or {}).get("gpus") or []:
+        mig = gpu.get("mig") or {}
+        if mig.get("enabled"):
+            out[gpu["index"]] = sorted((i["profile"], i["start"]) for i in mig.get("instances") or [])
+    return out
+
+
+def _mig_mode(cluster: E2ECluster) -> None:
+    for node, gpus in MIG_MODE.items():
+        layout = [{"gpu": g, "instances": []} for g in gpus]
+        cluster.kube.patch(NODE_GPUS_API, "NodeGPUs", node, {"spec": {"migLayout": layout}})
+    for node, gpus in MIG_MODE.items():
+        settled = cluster.wait(lambda: _settled(cluster, node), f"MIG mode on {node}", timeout=60)  # noqa: B023
+        assert set(gpus) <= set(_layouts(settled)), settled["status"]
+
+
+def mig_queue(ns: Namespace, check: str) -> None:
+    """A flavor, a ClusterQueue covering GPUs and MIG profiles, requiring ``check``; LocalQueue lq."""
+    flavor, cq_name = ns.unique("mig"), ns.unique("cq")
+    cq = cluster_queue(cq_name, flavor, 400, cpu="5000")
+    group = cq["spec"]["resourceGroups"][0]
+    group["coveredResources"] += [MIG + p for p in PROFILES]
+    group["flavors"][0]["resources"] += [{"name": MIG + p, "nominalQuota": 100} for p in PROFILES]
+    cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
+    ns.apply([resource_flavor(flavor), cq, local_queue("lq", cq_name)])
+    ns.cluster.wait_condition(KUEUE_API, "ClusterQueue", cq_name, "Active")
+    ns.cluster.wait_condition(KUEUE_API, "LocalQueue", "lq", "Active", namespace=ns.name)
+
+
+def mig_job(name: str, profile: str, pods: int, product: str) -> dict[str, Any]:
+    """An indexed Job of ``pods`` pods, each asking one ``profile`` slice on a ``product`` GPU."""
+    job = gpu_job(name, "lq", pods=pods, node_selector={GPU_PRODUCT: product})
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    limits = copy.deepcopy(container["resources"]["limits"])
+    del limits[GPU]
+    container["resources"]["limits"] = {**limits, MIG + profile: "1"}
+    return job
+
+
+def _profile(pod: dict[str, Any]) -> str:
+    [profile] = [
+        k.removeprefix(MIG)
+        for c in pod["spec"]["containers"]
+        for k in (c.get("resources") or {}).get("limits") or {}
+        if k.startswith(MIG)
+    ]
+    return str(profile)
+
+
+def test_a_queue_of_mig_requests_gets_its_layouts_applied_and_every_pod_a_slice_that_exists(
+    cluster: E2ECluster, agent: AgentProcess, ns: Namespace
+) -> None:
+    _mig_mode(cluster)
+    with controller(cluster, ns) as (_proc, check):
+        mig_queue(ns, check)
+        specs = [
+            (mig_job("h100-three", "3g.40gb", 1, H100), 1),
+            (mig_job("h100-ones", "1g.10gb", 4, H100), 4),
+            (mig_job("a100-three", "3g.20gb", 1, A100), 1),
+            (mig_job("a100-ones", "1g.5gb", 3, A100), 3),
+        ]
+        jobs = [(ns.apply_one(job), n) for job, n in specs]
+        pods = [p for job, n in jobs for p in cluster.wait_pods(job, n, phase="Running", timeout=120)]
+        for job, _ in jobs:
+            workload = cluster.wait_workload(job)
+            assert check_state(workload, check)["state"] == "Ready", job["metadata"]["name"]
+    per_node = Counter((p["spec"]["nodeName"], _profile(p)) for p in pods)
+    for (node, profile), count in sorted(per_node.items()):
+        settled = cluster.wait(lambda: _settled(cluster, node), f"{node} settled", timeout=30)  # noqa: B023
+        slices = sum(1 for layout in _layouts(settled).values() for p, _ in layout if p == profile)
+        assert slices >= count, f"{count} pods of {profile} on {node}, which has {slices} such instances"
+        allocatable = (cluster.get("v1", "Node", node) or {})["status"]["allocatable"]
+        assert int(allocatable.get(MIG + profile, 0)) >= count, (node, profile, allocatable)
+    written = set()
+    for node in {n for n, _ in per_node}:
+        obj = node_gpus(cluster, node)
+        reported = _layouts(obj)
+        for entry in obj["spec"]["migLayout"]:
+            asked = sorted((i["profile"], i["start"]) for i in entry["instances"])
+            assert reported.get(entry["gpu"]) == asked, (
+                f"{node} GPU {entry['gpu']}: asked {asked}, has {reported}"
+            )
+        assert RECORD not in (obj["metadata"].get("annotations") or {}), "applied changes leave no record"
+        written |= {e["involvedObject"]["name"] for e in _events(cluster, "MIGLayoutChangeWritten")}
+    assert {n for n, _ in per_node} <= written, "the controller wrote the layouts the pods run on"
+
+
+def _events(cluster: E2ECluster, reason: str) -> list[dict[str, Any]]:
+    return [e for e in cluster.list("v1", "Event", "default") if e.get("reason") == reason]
