@@ -1,8 +1,10 @@
 """MIG layouts planned against the queue and carried out by the controller, on the real control plane.
 
 A simulated agent serves every fake GPU node. Two H100 GPUs of one node and
-one A100 GPU of another are put in MIG mode with no instances (what an
-operator does once). A queue of MIG requests then goes through Kueue: the
+one A100 GPU of another are put in MIG mode with one whole-GPU instance each
+(NVIDIA's ``all-7g`` config, what an operator sets up once; a simulated GPU is
+in MIG mode while it has instances), so every slice the queue needs is a
+reconfiguration. A queue of MIG requests then goes through Kueue: the
 planner chooses each GPU's layout, the controller writes it to the node's
 ``NodeGPUs.spec.migLayout`` and holds the workloads Pending until the agent
 reports ``Success`` and the node advertises the slices, then admits them.
@@ -37,8 +39,8 @@ from e2e.tests.test_controller import controller
 
 A100 = "NVIDIA-A100-PCIE-40GB"
 H100_NODE, A100_NODE = "h100-007", "a100-003"
-MIG_MODE = {H100_NODE: (0, 1), A100_NODE: (0,)}
-"""GPUs put in MIG mode (empty) before the queue arrives."""
+MIG_MODE = {H100_NODE: ((0, 1), "7g.80gb"), A100_NODE: ((0,), "7g.40gb")}
+"""GPUs put in MIG mode (one whole-GPU instance, idle) before the queue arrives."""
 PROFILES = ("3g.40gb", "1g.10gb", "3g.20gb", "1g.5gb")
 MIG = "nvidia.com/mig-"
 RECORD = "optsched.io/mig-changes"
@@ -76,10 +78,10 @@ def _layouts(obj: dict[str, Any]) -> dict[int, list[tuple[str, int]]]:
 
 
 def _mig_mode(cluster: E2ECluster) -> None:
-    for node, gpus in MIG_MODE.items():
-        layout = [{"gpu": g, "instances": []} for g in gpus]
+    for node, (gpus, whole) in MIG_MODE.items():
+        layout = [{"gpu": g, "instances": [{"profile": whole, "start": 0}]} for g in gpus]
         cluster.kube.patch(NODE_GPUS_API, "NodeGPUs", node, {"spec": {"migLayout": layout}})
-    for node, gpus in MIG_MODE.items():
+    for node, (gpus, _) in MIG_MODE.items():
         settled = cluster.wait(lambda: _settled(cluster, node), f"MIG mode on {node}", timeout=60)  # noqa: B023
         assert set(gpus) <= set(_layouts(settled)), settled["status"]
 
