@@ -100,10 +100,12 @@ def _record(item: Any) -> ChangeRecord | None:
     return ChangeRecord(gpu=gpu, to=to, workloads=workloads, written_at=float(at), failed_generation=failed)
 
 
-def parse_records(value: str | None) -> tuple[dict[int, ChangeRecord], str | None]:
+def parse_records(value: object) -> tuple[dict[int, ChangeRecord], str | None]:
     """The records in the annotation by GPU index, and why they cannot be read (None: they can)."""
     if not value:
         return {}, None
+    if not isinstance(value, str):
+        return {}, f"annotation {MIG_CHANGES_ANNOTATION}: expected a string"
     try:
         raw = json.loads(value)
     except ValueError as exc:
@@ -191,7 +193,8 @@ def _gpus(obj: Mapping[str, Any]) -> tuple[dict[int, Layout], dict[int, str]]:
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
     current: dict[int, Layout] = {}
     uuids: dict[int, str] = {}
-    for entry in status.get("gpus") or [] if isinstance(status, dict) else []:
+    listed = status.get("gpus") if isinstance(status, dict) else None
+    for entry in listed if isinstance(listed, list) else []:
         if not isinstance(entry, dict) or not isinstance(entry.get("index"), int):
             continue
         mig = entry.get("mig")
@@ -206,7 +209,8 @@ def _int(value: Any) -> int:
 
 
 def _advertised(node: Mapping[str, Any] | None) -> dict[str, int]:
-    allocatable = ((node or {}).get("status") or {}).get("allocatable") or {}
+    status = (node or {}).get("status")
+    allocatable = status.get("allocatable") if isinstance(status, dict) else None
     out = {}
     for key, value in allocatable.items() if isinstance(allocatable, dict) else []:
         if isinstance(key, str) and key.startswith(MIG_PREFIX):
@@ -246,14 +250,17 @@ def read_mig_node(obj: Mapping[str, Any], node: Mapping[str, Any] | None = None)
     )
 
 
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name", "")) if isinstance(meta, dict) else ""
+
+
 def mig_nodes(objects: Iterable[Mapping[str, Any]]) -> dict[str, MigNode]:
     """Every NodeGPUs object of the read, by node name, with its Node's advertised slices."""
-    listed = list(objects)
-    nodes = {str((o.get("metadata") or {}).get("name", "")): o for o in listed if o.get("kind") == "Node"}
-    out = {}
-    for obj in listed:
-        if obj.get("kind") != NODE_GPUS_KIND:
-            continue
-        name = str((obj.get("metadata") or {}).get("name", ""))
-        out[name] = read_mig_node(obj, nodes.get(name))
-    return out
+    listed = [o for o in objects if isinstance(o, Mapping)]
+    nodes = {_name(o): o for o in listed if o.get("kind") == "Node"}
+    return {
+        _name(obj): read_mig_node(obj, nodes.get(_name(obj)))
+        for obj in listed
+        if obj.get("kind") == NODE_GPUS_KIND and _name(obj)
+    }
