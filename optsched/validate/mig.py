@@ -7,7 +7,9 @@ table allows on that model, and every instance a running pod holds stays at
 its start. Workloads that wait for a layout must name nodes the plan changes.
 What a change adds to or takes from a node's ``nvidia.com/mig-<profile>``
 allocatable (:func:`layout_deltas`) is what the capacity check in
-:mod:`~optsched.validate.devices` counts against the pods placed there.
+:mod:`~optsched.validate.devices` counts against the pods placed there; pods
+that take slices only a change creates must belong to a workload that says it
+waits for that change.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from optsched.mig.layout import MigSlot, layout_problems, resource_name
 from optsched.mig.profiles import MigModel, models
 from optsched.model.mig import MigChange, MigGpu, MigSlotView
+from optsched.model.names import MIG_PREFIX
 from optsched.model.plan import Plan
 from optsched.model.snapshot import Snapshot
 
@@ -63,6 +66,7 @@ def check_mig_changes(snapshot: Snapshot, plan: Plan) -> list[str]:
             continue
         violations += _check_change(where, gpu, change)
     violations += _check_waiting(plan, {c.node for c in plan.mig_changes})
+    violations += _check_unmarked(snapshot, plan)
     return violations
 
 
@@ -110,6 +114,58 @@ def _check_waiting(plan: Plan, changed: set[str]) -> list[str]:
             if name not in placed:
                 violations.append(f"{where}, but none of its pods is placed there")
     return violations
+
+
+def _check_unmarked(snapshot: Snapshot, plan: Plan) -> list[str]:
+    """Slices only a change creates are taken by some workload that says it waits for that change.
+
+    Where the plan's pods take more of a profile on a node than is free there
+    now, and the node's changes add instances of it, the pods cannot all start
+    before the new layout exists: at least one of the workloads taking the
+    profile there must list the node in ``waits_for_layout``.
+    """
+    taken, takers = _mig_taken(snapshot, plan)
+    waits = {(d.name, n) for d in plan.admitted for n in d.waits_for_layout}
+    deltas = layout_deltas(snapshot, plan)
+    nodes = {n.name: n for n in snapshot.nodes}
+    violations = []
+    for (node, resource), amount in sorted(taken.items()):
+        if node not in nodes or deltas.get(node, {}).get(resource, 0) <= 0:
+            continue
+        free = nodes[node].extended.get(resource, 0) - snapshot.usage_of(node).extended.get(resource, 0)
+        names = sorted(takers[(node, resource)])
+        if amount > max(0, free) and not any((name, node) in waits for name in names):
+            violations.append(
+                f"node {node}: the plan's pods take {amount} {resource} ({', '.join(names)}), "
+                f"{max(0, free)} free now, but none of these workloads waits for the node's MIG layout change"
+            )
+    return violations
+
+
+def _mig_taken(
+    snapshot: Snapshot, plan: Plan
+) -> tuple[Counter[tuple[str, str]], dict[tuple[str, str], set[str]]]:
+    """Per (node, MIG resource): what the admitted pods take, and which workloads take it."""
+    pending = {w.key: w for w in snapshot.workloads}
+    taken: Counter[tuple[str, str]] = Counter()
+    takers: dict[tuple[str, str], set[str]] = {}
+    for decision in plan.admitted:
+        workload = pending.get(decision.name)
+        if workload is None:
+            continue
+        requests = {ps.name: ps.request for ps in workload.pod_sets}
+        for placement in decision.pod_sets:
+            request = requests.get(placement.name)
+            mig = (
+                {r: a for r, a in request.extended.items() if r.startswith(MIG_PREFIX) and a > 0}
+                if request
+                else {}
+            )
+            for pod in placement.pods:
+                for resource, amount in mig.items():
+                    taken[(pod.node, resource)] += amount
+                    takers.setdefault((pod.node, resource), set()).add(decision.name)
+    return taken, takers
 
 
 def layout_deltas(snapshot: Snapshot, plan: Plan) -> LayoutDeltas:

@@ -218,3 +218,17 @@ def test_waiting_for_a_layout_names_a_changed_node_holding_its_pods() -> None:
         "workload default/nb0: waits for a MIG layout on node h2, but the plan changes no layout there",
         "workload default/nb0: waits for a MIG layout on node h2, but none of its pods is placed there",
     ]
+
+
+def test_a_workload_on_slices_only_the_change_creates_must_say_it_waits() -> None:
+    message = one(notebook_snapshot(), plan(admit("nb0", waits=False)))
+    assert message == (
+        f"node h1: the plan's pods take 1 {THREE_G} (default/nb0), 0 free now, "
+        "but none of these workloads waits for the node's MIG layout change"
+    )
+
+
+def test_a_workload_on_slices_that_exist_now_need_not_wait() -> None:
+    # Two 1g.10gb pods fit the four 1g.10gb the change keeps, and also the seven there now.
+    snap = snapshot([mig_node()], [workload(f"small{i}", pods(1, 0, extended={ONE_G: 1})) for i in range(2)])
+    assert check_plan(snap, plan(admit("small0", waits=False), admit("small1", waits=False))) == []
