@@ -106,17 +106,23 @@ MIG_HEADERS = ["NODE", "GPU", "LAYOUT (before -> after)", "KEPT IN USE", "WAITIN
 def change_rows(snapshot: Snapshot, plan: Plan) -> list[list[str]]:
     """One row per changed GPU: node, GPU index, the change, in-use instances it keeps, who waits."""
     waiting = waiting_on(plan)
+    first: dict[str, int] = {}
     rows = []
     for change in plan.mig_changes:
         _, gpu = _gpu_of(snapshot, change)
         kept = sorted(_in_use(gpu), key=lambda x: (x[1], x[0]))
+        who = "\n".join(waiting.get(change.node, [])) or "-"
+        if change.node in first and who != "-":
+            # Workloads wait for a node's layout, not one GPU's: named once per node.
+            who = f"as GPU {first[change.node]}"
+        first.setdefault(change.node, change.gpu)
         rows.append(
             [
                 change.node,
                 str(change.gpu),
                 change_text(change),
                 ", ".join(f"{p}@{s}" for p, s in kept) or "-",
-                "\n".join(waiting.get(change.node, [])) or "-",
+                who,
             ]
         )
     return rows

@@ -11,6 +11,7 @@ from optsched.model.mig import MigChange, MigGpu, MigInstanceState, slots
 from optsched.model.placement import PodPlacement
 from optsched.model.plan import Plan, PlanStatus, PodSetPlacement, WorkloadDecision
 from optsched.model.snapshot import Snapshot
+from optsched.render.compare import PolicyResult, compare_document, render_compare_table
 from optsched.render.html import render_html
 from optsched.render.json import render_json
 from optsched.render.mig import SLOT_W, layout_summary
@@ -126,3 +127,22 @@ def test_html_draws_each_changed_gpu_before_and_after(mig_snapshot: Snapshot, mi
     # The 3g.40gb block spans its four memory slices from slice 4.
     assert f'class="mig new" x="{46 + 4 * SLOT_W + 2}" y="28" width="{4 * SLOT_W - 4}"' in text
     assert "waits for the MIG layout on h1" in text
+
+
+def test_who_waits_is_named_once_per_node(mig_snapshot: Snapshot, mig_plan: Plan) -> None:
+    second = MigChange(node="h1", gpu=1, uuid="GPU-h1-1", from_=slots(SEVEN_1G), to=slots((("7g.80gb", 0),)))
+    two = mig_plan.model_copy(update={"mig_changes": [*mig_plan.mig_changes, second]})
+    lines = render_table(mig_snapshot, two).splitlines()
+    start = lines.index("MIG LAYOUT CHANGES (2 GPUs)")
+    assert lines[start + 2].endswith("ml/nb")
+    assert lines[start + 3].startswith("  h1      1  7x1g.10gb@0..6 -> 7g.80gb@0")
+    assert lines[start + 3].endswith("as GPU 0")
+
+
+def test_compare_counts_the_gpus_each_policy_reconfigures(mig_plan: Plan) -> None:
+    plain = mig_plan.model_copy(update={"mig_changes": []})
+    results = [PolicyResult("optimizer", mig_plan, 0.1), PolicyResult("bestfit", plain, 0.1)]
+    row = next(line for line in render_compare_table(results).splitlines() if "MIG GPUs reconfigured" in line)
+    assert row.split()[-2:] == ["1", "0"]
+    assert [p["migGpusReconfigured"] for p in compare_document(results)["policies"]] == [1, 0]  # type: ignore[index]
+    assert "MIG GPUs reconfigured" not in render_compare_table([PolicyResult("bestfit", plain, 0.1)])
