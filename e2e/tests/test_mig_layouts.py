@@ -9,7 +9,9 @@ planner chooses each GPU's layout, the controller writes it to the node's
 ``NodeGPUs.spec.migLayout`` and holds the workloads Pending until the agent
 reports ``Success`` and the node advertises the slices, then admits them.
 Every pod must bind to a node that really has an instance of its profile for
-it, and every layout written must be the one the GPU now reports.
+it, and every layout written must be the one the GPU now reports. Then, with
+the agent stopped, a change is written for a workload that is deleted before
+the agent starts it: the controller drops it, putting the GPU's entry back.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from e2e.testing import (
     GPU,
     GPU_PRODUCT,
     H100,
+    HOSTNAME_LABEL,
     KUEUE_API,
     E2ECluster,
     Namespace,
@@ -77,11 +80,11 @@ def _layouts(obj: dict[str, Any]) -> dict[int, list[tuple[str, int]]]:
     return out
 
 
-def _mig_mode(cluster: E2ECluster) -> None:
-    for node, (gpus, whole) in MIG_MODE.items():
+def _mig_mode(cluster: E2ECluster, wanted: dict[str, tuple[tuple[int, ...], str]] = MIG_MODE) -> None:
+    for node, (gpus, whole) in wanted.items():
         layout = [{"gpu": g, "instances": [{"profile": whole, "start": 0}]} for g in gpus]
         cluster.kube.patch(NODE_GPUS_API, "NodeGPUs", node, {"spec": {"migLayout": layout}})
-    for node, (gpus, _) in MIG_MODE.items():
+    for node, (gpus, _) in wanted.items():
         settled = cluster.wait(lambda: _settled(cluster, node), f"MIG mode on {node}", timeout=60)  # noqa: B023
         assert set(gpus) <= set(_layouts(settled)), settled["status"]
 
@@ -99,9 +102,10 @@ def mig_queue(ns: Namespace, check: str) -> None:
     ns.cluster.wait_condition(KUEUE_API, "LocalQueue", "lq", "Active", namespace=ns.name)
 
 
-def mig_job(name: str, profile: str, pods: int, product: str) -> dict[str, Any]:
+def mig_job(name: str, profile: str, pods: int, product: str, node: str | None = None) -> dict[str, Any]:
     """An indexed Job of ``pods`` pods, each asking one ``profile`` slice on a ``product`` GPU."""
-    job = gpu_job(name, "lq", pods=pods, node_selector={GPU_PRODUCT: product})
+    selector = {GPU_PRODUCT: product, **({HOSTNAME_LABEL: node} if node else {})}
+    job = gpu_job(name, "lq", pods=pods, node_selector=selector)
     container = job["spec"]["template"]["spec"]["containers"][0]
     limits = copy.deepcopy(container["resources"]["limits"])
     del limits[GPU]
@@ -159,3 +163,49 @@ def test_a_queue_of_mig_requests_gets_its_layouts_applied_and_every_pod_a_slice_
 
 def _events(cluster: E2ECluster, reason: str) -> list[dict[str, Any]]:
     return [e for e in cluster.list("v1", "Event", "default") if e.get("reason") == reason]
+
+
+def _entry(cluster: E2ECluster, node: str, gpu: int) -> tuple[list[tuple[str, int]], bool]:
+    """A GPU's ``spec.migLayout`` entry, and whether the controller's record is on the object."""
+    obj = node_gpus(cluster, node)
+    entries = {e["gpu"]: e["instances"] for e in (obj.get("spec") or {}).get("migLayout") or []}
+    asked = sorted((i["profile"], i["start"]) for i in entries.get(gpu, []))
+    return asked, RECORD in (obj["metadata"].get("annotations") or {})
+
+
+def test_a_change_whose_workload_is_deleted_before_the_agent_starts_it_is_dropped(
+    cluster: E2ECluster, agent: AgentProcess, ns: Namespace
+) -> None:
+    node, whole = "h100-006", [("7g.80gb", 0)]
+    _mig_mode(cluster, {node: ((0,), "7g.80gb")})
+    agent.stop()  # nothing applies the change: it stays unstarted
+    try:
+        with controller(cluster, ns) as (_proc, check):
+            mig_queue(ns, check)
+            job = ns.apply_one(mig_job("gone", "3g.40gb", 1, H100, node=node))
+            asked = cluster.wait(
+                lambda: (lambda e: e if e[0] != whole and e[1] else None)(_entry(cluster, node, 0)),
+                "the layout change written with its record",
+                timeout=60,
+            )
+            assert ("3g.40gb", 0) in asked[0] or ("3g.40gb", 4) in asked[0], asked
+            message = cluster.wait(
+                lambda: (lambda m: m if "waits for the MIG layout" in m else None)(
+                    str(check_state(cluster.workload_for(job), check).get("message", ""))
+                ),
+                "the workload held for the layout",
+                timeout=30,
+            )
+            assert f"node {node} GPU 0" in message, message
+            cluster.delete(job)
+            restored = cluster.wait(
+                lambda: (lambda e: e if e == (whole, False) else None)(_entry(cluster, node, 0)),
+                "the change dropped: the entry back to the GPU's layout, the record gone",
+                timeout=60,
+            )
+            assert restored == (whole, False)
+            assert [
+                e for e in _events(cluster, "MIGLayoutChangeDropped") if e["involvedObject"]["name"] == node
+            ]
+    finally:
+        agent.start()
