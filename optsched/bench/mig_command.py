@@ -77,6 +77,35 @@ def _describe(
     return lines
 
 
+def _run_all(
+    args: argparse.Namespace,
+    pools: list[MigModel],
+    seeds: list[int],
+    policies: list[str],
+    settings: Settings,
+    traces: dict[str, list[MigTrace]],
+) -> list[RunResult]:
+    """Every pool x seed x policy, with a progress bar counting windows."""
+    progress = Progress(
+        len(pools) * len(seeds) * len(policies) * args.windows, "bench mig", enabled=not args.no_progress
+    )
+    results: list[RunResult] = []
+    ticks = [0]
+
+    def tick() -> None:
+        ticks[0] += 1
+        progress.update(ticks[0])
+
+    for model in pools:
+        for seed, trace in zip(seeds, traces[model.name], strict=True):
+            for policy in policies:
+                results.append(
+                    simulate(trace, model, args.nodes, policy, settings, seed=seed, on_window=tick)
+                )
+    progress.close()
+    return results
+
+
 def run_mig(args: argparse.Namespace) -> int:
     """Run every pool x seed x policy, print the table and targets, write the JSON and figures."""
     _check(args)
@@ -95,23 +124,7 @@ def run_mig(args: argparse.Namespace) -> int:
         for m in pools
     }
     print("\n".join(_describe(args, population, traces)), flush=True)
-    progress = Progress(
-        len(pools) * len(seeds) * len(policies) * args.windows, "bench mig", enabled=not args.no_progress
-    )
-    results: list[RunResult] = []
-    ticks = [0]
-
-    def tick() -> None:
-        ticks[0] += 1
-        progress.update(ticks[0])
-
-    for model in pools:
-        for seed, trace in zip(seeds, traces[model.name], strict=True):
-            for policy in policies:
-                results.append(
-                    simulate(trace, model, args.nodes, policy, settings, seed=seed, on_window=tick)
-                )
-    progress.close()
+    results = _run_all(args, pools, seeds, policies, settings, traces)
     print("\n".join(table(results)))
     for line in notes(results) + targets(results):
         print(line)

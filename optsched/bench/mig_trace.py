@@ -37,6 +37,8 @@ from optsched.mig.profiles import MigModel, MigProfile
 from optsched.model.snapshot import FULL_GPU_MILLI
 
 TIME_COLUMNS = ("name", "creation_time", "deletion_time")
+NEVER = 10**9
+"""The lifetime, in windows, of a task the trace never saw leave."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ class TaskDraw:
 
     name: str
     share_milli: int
-    duration_s: int
+    duration_s: int | None
+    """``deletion_time - creation_time``; None for a task the trace never saw leave."""
 
 
 @dataclass(frozen=True)
@@ -114,10 +117,13 @@ def load_tasks(trace_dir: Path, workload: str = "default", *, whole_gpu: bool = 
     """The openb tasks that may ask for MIG instances, with their lifetimes; the rest counted by kind."""
     pods = load_pods(trace_dir, workload)
     path = trace_dir / pod_file(workload)
-    times = {}
+    times: dict[str, int | None] = {}
     for row_no, row in _rows(path, TIME_COLUMNS):
         name = (row.get("name") or "").strip() or f"row-{row_no}"
         created = _int(path, row_no, "creation_time", row.get("creation_time"))
+        if not (row.get("deletion_time") or "").strip():
+            times[name] = None
+            continue
         deleted = _int(path, row_no, "deletion_time", row.get("deletion_time"))
         if deleted < created:
             raise InputError(
@@ -138,14 +144,16 @@ def load_tasks(trace_dir: Path, workload: str = "default", *, whole_gpu: bool = 
         elif request.gpu_milli >= FULL_GPU_MILLI and not whole_gpu:
             left_out["whole-GPU"] += 1
         else:
-            tasks.append(TaskDraw(pod.name, request.gpu_milli, times.get(pod.name, 0)))
+            tasks.append(TaskDraw(pod.name, request.gpu_milli, times.get(pod.name)))
     if not tasks:
         raise InputError("no task of the trace asks for one GPU or a share of one", source=str(path))
     return TaskPopulation(tuple(tasks), left_out)
 
 
-def lifetime_windows(duration_s: int, window_s: int) -> int:
-    """A lifetime in whole windows, rounded up, at least one."""
+def lifetime_windows(duration_s: int | None, window_s: int) -> int:
+    """A lifetime in whole windows, rounded up, at least one; a task never seen leaving never leaves."""
+    if duration_s is None:
+        return NEVER
     return max(1, math.ceil(duration_s / window_s))
 
 
