@@ -19,7 +19,8 @@ GPUs. CPU-only tasks never enter either.
 Time runs in planning windows. Each seed draws tasks with replacement from
 that population and lets them arrive as a Poisson process; a request lives
 for its task's own trace lifetime (``deletion_time - creation_time``),
-rounded up to whole windows (at least one). The arrival rate is set so the
+rounded up to whole windows (at least one; a task the trace never saw leave
+stays to the end of the run). The arrival rate is set so the
 offered load (memory slices times lifetime, capped at the run) is ``load``
 times the pool's memory slices.
 """
