@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from optsched import planning
 from optsched.bench.mig_optimizer import apply_change, bind_admitted, plan_window
 from optsched.bench.mig_snapshot import pool_snapshot
 from optsched.bench.mig_state import MigPool
@@ -102,3 +105,16 @@ def test_admitted_pods_bind_to_a_free_instance_of_their_profile_on_their_node() 
     )
     assert placed == [1] and unbound == 2
     assert pool.where[1] == (0, 4)
+
+
+def test_a_window_applies_the_plans_layout_change_before_binding(monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = _pool()
+    node = pool.gpus[0].node
+    change = MigChange(node=node, gpu=1, to=slots([("1g.10gb", 0), ("3g.40gb", 4)]))
+    planned = _plan(node, "req-000001", "req-000002").model_copy(update={"mig_changes": [change]})
+    monkeypatch.setattr(planning, "plan", lambda *_args, **_kwargs: planned)
+    outcome = plan_window(pool, [_request(1, "3g.40gb"), _request(2, "1g.10gb")], SETTINGS, 900)
+    assert outcome.placed == frozenset({1, 2}) and outcome.changes == 1 and outcome.unbound == 0
+    # Request 1 takes the free 3g beside the running one (GPU 0 has more slices in use), request 2 the new 1g.
+    assert pool.where[1] == (0, 4) and pool.where[2] == (1, 0)
+    assert pool.gpus[1].layout == (("1g.10gb", 0), ("3g.40gb", 4)) and pool.moved == 0
