@@ -76,6 +76,8 @@ class ModuleSwitches(_Strict):
     topology: ModuleSettings = ModuleSettings()
     packing: ModuleSettings = ModuleSettings()
     stability: ModuleSettings = ModuleSettings()
+    mig: ModuleSettings = ModuleSettings()
+    """MIG layouts chosen with the plan; off keeps every layout as it is (existing instances are used)."""
 
 
 class Settings(_Strict):
@@ -113,6 +115,10 @@ class Settings(_Strict):
     """Candidate nodes of a PodSet must be able to host its gang this many times over."""
     min_candidates: int = Field(default=8, ge=1)
     """Every PodSet keeps at least this many candidates where that many are eligible."""
+    mig_changeable_gpus: int = Field(default=32, ge=0)
+    """At most this many MIG GPUs may get a new layout in one plan: those whose new layouts could serve
+    the most of the queue's MIG demand. Each change restarts its node's device plugin, and the layout
+    model grows with every GPU it may change; the others keep their layouts this cycle."""
     neighbourhood_search: bool = True
     """After each stage's solve of the whole model, spend half its share on solves a few racks at a time.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from optsched.capacity.mig_room import potential_extended
 from optsched.model.snapshot import (
     GpuMode,
     Node,
@@ -115,8 +116,9 @@ def size_verdict(node: Node, pod_set: PodSet) -> Verdict:
             return Verdict(False, f"GPU memory {node.gpu_memory_mib} MiB < {request.gpu_mem_mib} MiB")
         if pod_set.nvlink_required and not request.is_share and request.gpus > node.largest_island:
             return Verdict(False, f"largest NVLink island has {node.largest_island} GPUs")
+    extended = potential_extended(node) if request.extended else node.extended
     for name, amount in request.extended.items():
-        have = node.extended.get(name, 0)
+        have = extended.get(name, 0)
         if have < amount:
             return Verdict(False, f"has {have} {name}, pod needs {amount}" if have else f"no {name}")
     if request.cpu_milli > node.cpu_milli:

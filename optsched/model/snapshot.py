@@ -8,13 +8,14 @@ GPU shares in thousandths of a GPU ("milli").
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 
 from pydantic import Field
 
 from optsched.model.mig import MigGpu
-from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, PRODUCT_LABEL
+from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, MIG_PREFIX, PRODUCT_LABEL
 from optsched.model.queues import (
     ClusterQueue,
     FlavorQuota,
@@ -72,6 +73,9 @@ class GpuMode(StrEnum):
 
 FULL_GPU_MILLI = 1000
 """A whole GPU in the planner's unit of GPU compute (thousandths of a GPU)."""
+MIG_COMPUTE_SLICES = 7
+"""Compute slices of every MIG-capable GPU (A100, H100, H200, B200)."""
+_MIG_COMPUTE = re.compile(re.escape(MIG_PREFIX) + r"([1-9])g\.")
 
 
 class Node(Frozen):
@@ -207,6 +211,16 @@ class PodRequest(Frozen):
     @property
     def gpu_milli_total(self) -> int:
         return self.gpus * self.gpu_milli if self.gpus else 0
+
+    @property
+    def mig_milli(self) -> int:
+        """Thousandths of a GPU the pod's MIG instances take, by compute slices (a 3g is 3/7 of a GPU)."""
+        total = 0
+        for name, amount in self.extended.items():
+            found = _MIG_COMPUTE.match(name)
+            if found is not None and amount > 0:
+                total += amount * int(found.group(1)) * FULL_GPU_MILLI // MIG_COMPUTE_SLICES
+        return total
 
 
 class PodSet(Frozen):

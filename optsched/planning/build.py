@@ -27,6 +27,7 @@ from optsched.model.plan import (
 )
 from optsched.model.snapshot import Node, Snapshot, Workload
 from optsched.planning.enforcement import count_enforcement, enforced
+from optsched.planning.mig_changes import apply_layouts, mig_changes, waiting_for_layouts
 from optsched.planning.reasons import PlanContext, beyond_window_reason, explain_deferral
 from optsched.planning.summary import summarize
 
@@ -94,7 +95,9 @@ def build_plan(
     """The plan for ``placement``: decisions in queue order, reasons, summary and warnings."""
     base = Baseline.reuse(snapshot, baseline)
     after = base.state.copy()
+    apply_layouts(snapshot, placement, after)
     build_warnings = apply_placement(snapshot, placement, after)
+    waiting = waiting_for_layouts(snapshot, placement, base.state)
     ordered = sorted(snapshot.workloads, key=lambda w: w.queue_key)
     context = _context(snapshot, placement, base, ordered)
     decisions = []
@@ -103,7 +106,7 @@ def build_plan(
         eligibility = _eligibility(base.eligibility, workload)
         assignment = placement.admitted.get(workload.key)
         if assignment is not None:
-            decisions.append(_admit(workload, assignment, eligibility, nodes))
+            decisions.append(_admit(workload, assignment, eligibility, nodes, waiting.get(workload.key, [])))
             continue
         reasons = explain_deferral(snapshot, workload, after, context=context)
         if workload.key in beyond_window:
@@ -125,6 +128,7 @@ def build_plan(
         bound=bound,
         gap=gap,
         workloads=_with_held(snapshot, decisions),
+        mig_changes=mig_changes(snapshot, placement),
         summary=summarize(snapshot, placement, base.state, after).model_copy(
             update={
                 "enforcement": count_enforcement(
@@ -195,6 +199,7 @@ def _admit(
     assignment: WorkloadAssignment,
     eligibility: list[FlavorEligibility],
     nodes: dict[str, Node],
+    waits_for_layout: list[str],
 ) -> WorkloadDecision:
     """The admission of one workload: its pods with their GPU UUIDs and enforcement filled in."""
     pod_sets = []
@@ -210,4 +215,5 @@ def _admit(
         gpus=round(gpus, 3),
         pod_sets=pod_sets,
         eligibility=eligibility,
+        waits_for_layout=waits_for_layout,
     )

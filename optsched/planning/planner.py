@@ -16,10 +16,12 @@ from collections.abc import Callable
 
 from optsched.capacity.baseline import Baseline
 from optsched.capacity.fragmentation import counted_shapes
+from optsched.capacity.mig_room import most_useful
 from optsched.errors import InputError
+from optsched.model.mig import MigGpu
 from optsched.model.placement import Placement
 from optsched.model.plan import Plan, PlanStatus
-from optsched.model.snapshot import Snapshot, Workload
+from optsched.model.snapshot import Node, Snapshot, Workload
 from optsched.planning.build import build_plan
 from optsched.planning.summary import pending_requests
 from optsched.policies.choosers import make_chooser
@@ -72,7 +74,37 @@ def effective_snapshot(snapshot: Snapshot, settings: Settings | None) -> Snapsho
         update["default_topology_levels"] = tuple(settings.topology_levels)
     if settings is not None and not settings.extended_resource_toleration:
         update["workloads"] = tuple(_without_admission_tolerations(w) for w in snapshot.workloads)
-    return snapshot.model_copy(update=update) if update else snapshot
+    planned = snapshot.model_copy(update=update) if update else snapshot
+    if settings is not None and not settings.modules.mig.enabled:
+        planned = layouts_kept(planned, "MIG layout planning is switched off (settings.modules.mig)")
+    return planned
+
+
+def layouts_kept(
+    snapshot: Snapshot, why: str, *, except_: frozenset[tuple[str, int]] = frozenset()
+) -> Snapshot:
+    """The snapshot with every MIG GPU (but those in ``except_``) held as it is: no new layout for it."""
+    if not any(g.hold == "" for n in snapshot.nodes for g in n.mig_gpus):
+        return snapshot
+
+    def held(node: Node, gpu: MigGpu) -> MigGpu:
+        keep = gpu.hold or (node.name, gpu.index) in except_
+        return gpu if keep else gpu.model_copy(update={"hold": why})
+
+    nodes = tuple(
+        n.model_copy(update={"mig_gpus": tuple(held(n, g) for g in n.mig_gpus)}) if n.mig_gpus else n
+        for n in snapshot.nodes
+    )
+    return snapshot.model_copy(update={"nodes": nodes})
+
+
+def _changeable(snapshot: Snapshot, settings: Settings | None) -> Snapshot:
+    """Only the most useful MIG GPUs may change (``settings.mig_changeable_gpus``)."""
+    limit = (settings or Settings()).mig_changeable_gpus
+    if sum(1 for n in snapshot.nodes for g in n.mig_gpus if not g.hold) <= limit:
+        return snapshot
+    why = f"not among the {limit} MIG GPUs this plan may change (settings.migChangeableGpus)"
+    return layouts_kept(snapshot, why, except_=frozenset(most_useful(snapshot, limit)))
 
 
 def _without_admission_tolerations(workload: Workload) -> Workload:
@@ -101,6 +133,10 @@ def plan(
     """
     key = policy_name(policy)
     planned = effective_snapshot(snapshot, settings)
+    if key != OPTIMIZER:
+        planned = layouts_kept(planned, f"the {key} policy keeps MIG layouts as they are")
+    else:
+        planned = _changeable(planned, settings)
     base = Baseline.of(planned)
     result = _optimize(base, settings, previous) if key == OPTIMIZER else _baseline(key, base)
     if check:

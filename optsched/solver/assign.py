@@ -78,7 +78,20 @@ def build_placement(variables: Variables, value: Value) -> Placement:
             assignment.flavors[ps.pod_set.name] = used[0] if used else first
         placement.admitted[entry.workload.key] = assignment
     start = {state.name: state for state in variables.problem.nodes}
-    return predict_placement(placement, (entry.workload for entry in variables.workloads), start)
+    predicted = predict_placement(placement, (entry.workload for entry in variables.workloads), start)
+    predicted.mig_layouts = mig_layouts(variables, value)
+    return predicted
+
+
+def mig_layouts(variables: Variables, value: Value) -> dict[tuple[str, int], tuple[tuple[str, int], ...]]:
+    """(node, GPU) -> the chosen ``(profile, start)`` instances, for every GPU whose layout changes."""
+    out = {}
+    nodes = variables.problem.snapshot.nodes
+    for g in variables.mig.gpus:
+        chosen = tuple(sorted((p.profile, p.start) for p in g.placements if value(p.var)))
+        if chosen != g.gpu.layout:
+            out[(nodes[g.node].name, g.gpu.index)] = chosen
+    return out
 
 
 class _Node:

@@ -28,7 +28,7 @@ from optsched.solver.objective import ObjectiveTerm, Phase, Stage
 from optsched.solver.problem import Problem
 from optsched.solver.variables import Variables
 
-SwitchName = Literal["gang", "quota", "product", "nvlink", "topology", "packing", "stability"]
+SwitchName = Literal["gang", "quota", "product", "nvlink", "topology", "packing", "stability", "mig"]
 """An entry of :class:`~optsched.settings.ModuleSwitches`."""
 
 

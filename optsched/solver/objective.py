@@ -8,7 +8,8 @@ placed comes after, in the order of :data:`ORDER`. Modules only say which
 stage a term belongs to; the position of a stage is decided here and nowhere
 else, so a new preference is added by naming its place in this list.
 
-Within a priority level each pod counts its GPUs in milli-GPUs times
+Within a priority level each pod counts its GPUs in milli-GPUs (a MIG instance by
+its compute slices, a 3g as 3/7 of a GPU) times
 ``1 + min(cap, per_hour * hours waited)`` (:func:`pod_value`); a CPU-only pod
 counts one milli so it is still admitted when it fits. Separate stages per
 level were chosen over big weights because the number of levels in a window
@@ -43,6 +44,10 @@ class Stage(StrEnum):
 
     PRIORITY = "priority"
     """GPUs admitted at one priority level, with the ageing bonus (maximised)."""
+    MIG_RECONFIGURATION = "mig-reconfiguration"
+    """MIG GPUs given a new layout (minimised): a change restarts the node's device plugin and DCGM."""
+    MIG_FRAGMENTATION = "mig-fragmentation"
+    """Free memory slices of MIG GPUs that the queue's usual profiles could not be created on."""
     TOPOLOGY = "topology"
     """Domains a gang spans, and pods that span NVLink islands although one island could hold them."""
     PACKING = "packing"
@@ -63,7 +68,15 @@ class Stage(StrEnum):
         return Phase.ADMISSION if self is Stage.PRIORITY else Phase.QUALITY
 
 
-ORDER: tuple[Stage, ...] = (Stage.PRIORITY, Stage.TOPOLOGY, Stage.PACKING, Stage.NVLINK_FIT, Stage.STABILITY)
+ORDER: tuple[Stage, ...] = (
+    Stage.PRIORITY,
+    Stage.MIG_RECONFIGURATION,
+    Stage.MIG_FRAGMENTATION,
+    Stage.TOPOLOGY,
+    Stage.PACKING,
+    Stage.NVLINK_FIT,
+    Stage.STABILITY,
+)
 """Stages in the order they are optimised; priority stages run highest level first."""
 
 
@@ -97,7 +110,7 @@ class ObjectiveTerm:
 
 def pod_value(req: PodRequest, age_hours: float, ageing: AgeingSettings) -> int:
     """Objective value of one admitted pod (milli-GPUs, ageing included)."""
-    base = req.gpu_milli_total if req.is_share else req.gpus * FULL_GPU_MILLI
+    base = (req.gpu_milli_total if req.is_share else req.gpus * FULL_GPU_MILLI) + req.mig_milli
     if base == 0:
         return 1
     bonus = min(ageing.cap, ageing.per_hour * age_hours)

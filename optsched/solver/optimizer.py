@@ -169,7 +169,8 @@ class Optimizer:
 
     def admission_stages(self, model: AdmissionModel) -> Admitted:
         settings = self.settings
-        share = settings.admission_share if quality_wanted(settings, self.previous) else 1.0
+        wanted = quality_wanted(settings, self.previous, mig_layouts=bool(model.ctx.vars.mig.gpus))
+        share = settings.admission_share if wanted else 1.0
         now = self.clock.now()
         ctx = model.ctx
         outcome = solve_stages(

@@ -12,11 +12,12 @@ module read the same facts without recomputing them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from optsched.capacity.baseline import Baseline
 from optsched.capacity.eligibility import flavors_of
+from optsched.capacity.mig_room import mig_headroom
 from optsched.capacity.state import ClusterState, NodeState
 from optsched.kueue.quota import QuotaLedger
 from optsched.model.placement import Placement
@@ -118,6 +119,9 @@ class Problem:
     beyond_window: tuple[Workload, ...] = ()
     pruned: int = 0
     """PodSets whose candidate nodes were cut to a bounded list."""
+    mig_headroom: dict[int, dict[str, int]] = field(default_factory=dict)
+    """Node index -> MIG instances per resource a new layout could add; :attr:`nodes` count them as
+    free, so a node's real free instances are its ``ext`` minus these."""
 
     @cached_property
     def pod_sets(self) -> tuple[PlannedPodSet, ...]:
@@ -144,7 +148,8 @@ def build_problem(
 ) -> Problem:
     """The window and every PodSet's candidates; ``greedy``'s nodes always stay candidates."""
     base = Baseline.reuse(snapshot, baseline)
-    state = base.state
+    headroom = _mig_headroom(snapshot)
+    state = _with_headroom(base.state, headroom) if headroom else base.state
     window = choose_window(snapshot, settings, state, greedy, previous, _unplaceable(snapshot, base))
     domains = Domains(snapshot, settings)
     finder = CandidateFinder(snapshot, settings, state, domains.of, base.eligibility)
@@ -176,7 +181,28 @@ def build_problem(
         domains,
         beyond_window=window.beyond,
         pruned=finder.pruned,
+        mig_headroom=headroom,
     )
+
+
+def _mig_headroom(snapshot: Snapshot) -> dict[int, dict[str, int]]:
+    """Node index -> MIG instances a new layout could add, where a pending pod asks for MIG at all."""
+    if not any(ps.request.extended for w in snapshot.workloads for ps in w.pod_sets):
+        return {}
+    rooms = {n: mig_headroom(node) for n, node in enumerate(snapshot.nodes) if node.mig_gpus}
+    return {n: room for n, room in rooms.items() if room}
+
+
+def _with_headroom(state: ClusterState, headroom: dict[int, dict[str, int]]) -> ClusterState:
+    """A copy of ``state`` whose nodes count the MIG headroom as free: candidates and upper bounds
+    see every node a new layout could serve; the layout module holds pods to the layouts chosen."""
+    nodes = list(state.nodes)
+    for n, room in headroom.items():
+        node = nodes[n].copy()
+        for name, extra in room.items():
+            node.ext[name] = node.ext.get(name, 0) + extra
+        nodes[n] = node
+    return ClusterState(nodes)
 
 
 def _unplaceable(snapshot: Snapshot, base: Baseline) -> set[str]:

@@ -23,6 +23,7 @@ from functools import cached_property
 from ortools.sat.python import cp_model
 
 from optsched.model.snapshot import PodRequest, PodSet, Workload
+from optsched.solver.mig_vars import MigVars
 from optsched.solver.problem import PlannedPodSet, PlannedWorkload, Problem
 
 LinearExpr = cp_model.LinearExprT
@@ -222,6 +223,7 @@ class Variables:
         self.pod_sets: tuple[PodSetVars, ...] = tuple(ps for w in workloads for ps in w.pod_sets)
         self.shares = ShareVars()
         self.islands = IslandVars()
+        self.mig = MigVars()
         self._active: frozenset[int] | None = None
         self._by_node = self._index()
 

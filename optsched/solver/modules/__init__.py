@@ -29,6 +29,8 @@ from optsched.solver.modules.admission import Admission
 from optsched.solver.modules.capacity import Capacity
 from optsched.solver.modules.flavor import OneFlavor
 from optsched.solver.modules.gang import Gang, PartialGang
+from optsched.solver.modules.mig import MigLayouts
+from optsched.solver.modules.mig_fragmentation import MigFragmentation
 from optsched.solver.modules.nvlink import NvlinkIslands, NvlinkPreference, NvlinkRequired
 from optsched.solver.modules.packing import Packing
 from optsched.solver.modules.product import OneProduct
@@ -47,6 +49,7 @@ def default_modules() -> list[Module]:
         Gang(),
         PartialGang(),
         Capacity(),
+        MigLayouts(),
         NvlinkRequired(preference=True),
         NvlinkRequired(preference=False),
         OneProduct(),
@@ -56,6 +59,7 @@ def default_modules() -> list[Module]:
         Admission(),
         NvlinkIslands(),
         NvlinkPreference(),
+        MigFragmentation(),
         Topology(),
         Packing(),
         Stability(),
@@ -86,14 +90,17 @@ def applied(modules: Iterable[Module], settings: Settings, phase: Phase) -> list
     return out
 
 
-def quality_wanted(settings: Settings, previous: Plan | None) -> bool:
+def quality_wanted(settings: Settings, previous: Plan | None, *, mig_layouts: bool = False) -> bool:
     """Whether a quality stage may run; else the admission stages get the whole search budget.
 
     A zero weight still counts: it is the switch that says a preference is wanted.
+    ``mig_layouts``: the model chooses MIG layouts, whose reconfiguration stage
+    keeps changes to those admission needs.
     """
     switches = settings.modules
     return (
-        switches.nvlink.enabled
+        mig_layouts
+        or switches.nvlink.enabled
         or switches.topology.enabled
         or switches.packing.enabled
         or (previous is not None and switches.stability.enabled)

@@ -29,6 +29,7 @@ from ortools.sat.python import cp_model
 
 from optsched.capacity.fit import fresh_gpus, share_gpus, share_slots
 from optsched.capacity.state import UNLIMITED_TASKS, NodeState
+from optsched.model.names import MIG_PREFIX
 from optsched.model.snapshot import FULL_GPU_MILLI
 from optsched.solver.context import ModelContext, Switch
 from optsched.solver.hints import HintView
@@ -61,6 +62,9 @@ class Capacity:
             _limit(model, [(e.request.memory_mib, c.y, c.ub) for e, c in entries], node.mem)
             _limit(model, [(1, c.y, c.ub) for _, c in entries], node.pods)
             names = {name for e, _ in entries for name in e.request.extended}
+            if n in ctx.problem.mig_headroom:
+                # The layout module counts MIG requests here against the layouts it chooses.
+                names = {name for name in names if not name.startswith(MIG_PREFIX)}
             for name in sorted(names):
                 _limit(
                     model,

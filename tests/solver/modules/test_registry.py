@@ -12,6 +12,7 @@ from tests.solver.helpers import FAST
 ADMISSION = [
     "gang",
     "capacity",
+    "mig-layouts",
     "nvlink-required",
     "product",
     "flavor",
@@ -19,7 +20,7 @@ ADMISSION = [
     "topology-required",
     "admission",
 ]
-QUALITY = ["nvlink-islands", "nvlink", "topology", "packing", "stability"]
+QUALITY = ["nvlink-islands", "nvlink", "mig-fragmentation", "topology", "packing", "stability"]
 
 
 def _switched(**entries: ModuleSettings) -> Settings:
@@ -52,12 +53,12 @@ def test_nvlink_switched_off_keeps_required_islands_only() -> None:
         m for m, _ in applied(default_modules(), settings, Phase.ADMISSION) if m.name == "nvlink-required"
     ]
     assert isinstance(required, NvlinkRequired) and not required.preference
-    assert _names(settings, Phase.QUALITY) == ["topology", "packing", "stability"]
+    assert _names(settings, Phase.QUALITY) == ["mig-fragmentation", "topology", "packing", "stability"]
 
 
 def test_a_zero_weight_leaves_out_what_only_prices() -> None:
     settings = _switched(nvlink=ModuleSettings(weight=0), topology=ModuleSettings(weight=0))
-    assert _names(settings, Phase.QUALITY) == ["nvlink-islands", "packing", "stability"]
+    assert _names(settings, Phase.QUALITY) == ["nvlink-islands", "mig-fragmentation", "packing", "stability"]
     assert "topology-required" in _names(settings, Phase.ADMISSION)
 
 
@@ -72,6 +73,7 @@ def test_quality_stages_are_wanted_while_a_preference_is_switched_on() -> None:
     off = ModuleSettings(enabled=False)
     none = _switched(nvlink=off, topology=off, packing=off)
     assert not quality_wanted(none, None)
+    assert quality_wanted(none, None, mig_layouts=True)  # the reconfiguration stage
     assert quality_wanted(none, Plan(status=PlanStatus.OPTIMAL))  # stability, against the previous plan
     # Zero weights still want the quality stages' share of the time.
     assert quality_wanted(_switched(packing=ModuleSettings(weight=0)), None)

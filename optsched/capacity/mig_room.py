@@ -1,0 +1,88 @@
+"""MIG instances a node could gain by re-laying out its GPUs: what makes it a candidate for a slice.
+
+A node advertises the instances that exist (``nvidia.com/mig-<profile>`` in
+its allocatable). The planner may also give a MIG GPU a new layout, so for
+choosing candidates and upper bounds a node counts, per profile, the
+instances a new layout of each GPU it may change could add beyond the ones
+there now (:func:`mig_headroom`); the solver's layout module then decides
+which layouts are chosen and holds the pods to what they offer. A GPU the
+snapshot holds (a change in flight, an unknown model) adds nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from optsched.mig.layout import MigSlot, resource_name
+from optsched.mig.room import model_named, most_instances
+from optsched.model.mig import MigGpu
+from optsched.model.names import MIG_PREFIX
+from optsched.model.snapshot import Node, Snapshot
+
+_COMPUTE = re.compile(re.escape(MIG_PREFIX) + r"([1-9])g\.")
+
+
+def plannable(node: Node) -> tuple[MigGpu, ...]:
+    """The node's MIG GPUs whose layout the planner may change."""
+    return tuple(g for g in node.mig_gpus if not g.hold and model_named(g.model) is not None)
+
+
+def gpu_headroom(gpu: MigGpu) -> dict[str, int]:
+    """Per MIG resource: instances a new layout of ``gpu`` could have beyond those it has now."""
+    model = model_named(gpu.model)
+    if model is None or gpu.hold:
+        return {}
+    kept = [MigSlot(i.profile, i.start) for i in gpu.in_use]
+    out: dict[str, int] = {}
+    for profile in model.profiles:
+        now = sum(1 for i in gpu.instances if i.profile == profile.name)
+        extra = most_instances(model, profile, kept) - now
+        if extra > 0:
+            out[resource_name(profile.name)] = extra
+    return out
+
+
+def mig_headroom(node: Node) -> dict[str, int]:
+    """Per MIG resource: instances the node could gain by re-laying out the GPUs it may change."""
+    out: dict[str, int] = {}
+    for gpu in plannable(node):
+        for name, extra in gpu_headroom(gpu).items():
+            out[name] = out.get(name, 0) + extra
+    return out
+
+
+def potential_extended(node: Node) -> dict[str, int]:
+    """The node's extended resources with the MIG headroom added: the most a plan could use."""
+    if not node.mig_gpus:
+        return node.extended
+    room = mig_headroom(node)
+    names = set(node.extended) | set(room)
+    return {name: node.extended.get(name, 0) + room.get(name, 0) for name in sorted(names)}
+
+
+def most_useful(snapshot: Snapshot, limit: int) -> set[tuple[str, int]]:
+    """(node, GPU) of the ``limit`` plannable GPUs whose new layouts could serve the most MIG demand.
+
+    A GPU's worth is the compute slices of the queue's requests its headroom
+    could hold, each profile capped at what the queue asks; ties go to the
+    earlier node and GPU, so the choice is the same on every run.
+    """
+    demand: dict[str, int] = {}
+    for workload in snapshot.workloads:
+        for ps in workload.pod_sets:
+            for name, amount in ps.request.extended.items():
+                if name.startswith(MIG_PREFIX) and amount > 0:
+                    demand[name] = demand.get(name, 0) + amount * ps.count
+    scored = []
+    for number, node in enumerate(snapshot.nodes):
+        for gpu in plannable(node):
+            room = gpu_headroom(gpu)
+            worth = sum(min(room.get(name, 0), want) * _compute(name) for name, want in demand.items())
+            if worth > 0:
+                scored.append((-worth, number, gpu.index, node.name))
+    return {(name, index) for _, _, index, name in sorted(scored)[:limit]}
+
+
+def _compute(resource: str) -> int:
+    found = _COMPUTE.match(resource)
+    return int(found.group(1)) if found else 1
