@@ -72,7 +72,8 @@ def _describe(
             for profile, n in trace.profile_mix().items():
                 mix[profile] = mix.get(profile, 0) + n
         total = sum(mix.values()) or 1
-        shares = ", ".join(f"{p} {100 * n / total:.0f}%" for p, n in mix.items())
+        ordered = sorted(mix.items(), key=lambda kv: (-kv[1], kv[0]))
+        shares = ", ".join(f"{p} {100 * n / total:.0f}%" for p, n in ordered)
         lines.append(f"{pool}: {total / len(runs):.0f} requests per seed on {runs[0].gpus} GPUs; {shares}")
     return lines
 
