@@ -2,7 +2,8 @@
 
 Rows are the figures that tell policies apart on a GPU cluster: how much
 work gets in, whether multi-GPU pods stay inside one NVLink island, how many
-racks a gang spans, and how usable the leftover capacity is.
+racks a gang spans, how usable the leftover capacity is, and (where a plan
+changes MIG layouts) how many GPUs each policy reconfigures.
 """
 
 from __future__ import annotations
@@ -64,9 +65,15 @@ def _column(result: PolicyResult) -> list[str]:
     ]
 
 
+MIG_ROW = "MIG GPUs reconfigured"
+"""Shown before ``time`` where some policy's plan changes a MIG layout."""
+
+
 def render_compare_table(results: list[PolicyResult], *, source: str = "") -> str:
     columns = [_column(r) for r in results]
     rows = [[label, *(col[i] for col in columns)] for i, label in enumerate(ROWS)]
+    if any(r.plan.mig_changes for r in results):
+        rows.insert(len(rows) - 1, [MIG_ROW, *(str(len(r.plan.mig_changes)) for r in results)])
     head = f"optsched plan --compare{f'  {source}' if source else ''}"
     table = format_table(["", *(r.policy for r in results)], rows, right=range(1, len(results) + 1))
     notes = [
@@ -100,6 +107,7 @@ def compare_document(results: list[PolicyResult], *, source: str = "") -> dict[s
                 "racksPerGang": s.racks_per_gang,
                 "strandedGpusAfter": s.stranded_gpus_after,
                 "fragmentationAfter": s.fragmentation_after,
+                "migGpusReconfigured": len(r.plan.mig_changes),
                 "plan": r.plan.to_json_dict() if r.valid else None,
             }
         )

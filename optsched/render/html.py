@@ -3,7 +3,9 @@
 Every node is drawn (grouped by its topology domain) with one cell per GPU:
 grey fill is what already ran before the plan, coloured fill is what the plan
 adds (a share fills part of the cell), NVLink islands are outlined and
-unhealthy GPUs crossed out. Hover titles name the pod and workload. No
+unhealthy GPUs crossed out; each GPU whose MIG layout the plan changes is
+drawn as its memory axis before and after. Hover titles name the pod and
+workload. No
 scripts or external assets, so the file can be mailed or attached to a ticket.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 
-from optsched.model.plan import Plan
+from optsched.model.plan import Plan, WorkloadDecision
 from optsched.model.snapshot import FULL_GPU_MILLI, Snapshot
 from optsched.render.facts import (
     GpuCell,
@@ -24,6 +26,7 @@ from optsched.render.facts import (
     pods_by_gpus,
     workloads_by_key,
 )
+from optsched.render.mig import MIG_CSS, mig_changes_html
 from optsched.render.text import compact_nodes, fmt_gpus, fmt_seconds, fmt_share
 
 CELL_W = 22
@@ -218,6 +221,13 @@ def _cards(plan: Plan) -> str:
     return f'<div class="cards">{cards}</div>' + "".join(extra)
 
 
+def _waits(decision: WorkloadDecision) -> str:
+    if not decision.waits_for_layout:
+        return ""
+    nodes = ", ".join(decision.waits_for_layout)
+    return f'<div class="legend">waits for the MIG layout on {escape(nodes)}</div>'
+
+
 def _tables(snapshot: Snapshot, plan: Plan, colours: dict[str, str]) -> str:
     by_key = workloads_by_key(snapshot)
     out = [f"<h2>Admitted ({len(plan.admitted)})</h2>"]
@@ -231,7 +241,8 @@ def _tables(snapshot: Snapshot, plan: Plan, colours: dict[str, str]) -> str:
             out.append(
                 f'<tr><td><span class="sw" style="background:{colours[d.name]}"></span>{escape(d.name)}</td>'
                 f'<td class="num">{d.priority}</td><td>{escape(pods_by_gpus(d, by_key.get(d.name)))}</td>'
-                f'<td class="mono">{escape(" ".join(compact_nodes(node_groups(d, by_key.get(d.name)))))}</td>'
+                f'<td class="mono">{escape(" ".join(compact_nodes(node_groups(d, by_key.get(d.name)))))}'
+                f"{_waits(d)}</td>"
                 f"<td>{escape(flavors)}</td></tr>"
             )
         out.append("</table>")
@@ -281,8 +292,8 @@ def render_html(snapshot: Snapshot, plan: Plan) -> str:
     source = f" — {escape(snapshot.source)}" if snapshot.source else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>optsched plan{source}</title><style>{CSS}</style></head><body>"
+        f"<title>optsched plan{source}</title><style>{CSS}{MIG_CSS}</style></head><body>"
         f"<h1>optsched plan{source}</h1>{_cards(plan)}"
-        f"<h2>Cluster</h2>{legend}{''.join(picture)}"
+        f"<h2>Cluster</h2>{legend}{''.join(picture)}{mig_changes_html(snapshot, plan)}"
         f"{_tables(snapshot, plan, colours)}{warn_html}</body></html>\n"
     )

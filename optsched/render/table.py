@@ -1,13 +1,14 @@
 """The table view: what a person reads first after ``optsched plan``.
 
 Header (status, policy, time, gap, objective per stage), then what is
-admitted and where, then what waits and why in plain words, then how the
-cluster looks before and after. Plain aligned text; colour only on a TTY.
+admitted and where, then what waits and why in plain words, then the MIG
+layout changes the plan makes (if any), then how the cluster looks before
+and after. Plain aligned text; colour only on a TTY.
 """
 
 from __future__ import annotations
 
-from optsched.model.plan import Plan, PlanStatus
+from optsched.model.plan import Plan, PlanStatus, WorkloadDecision
 from optsched.model.snapshot import Snapshot, Workload
 from optsched.render.facts import (
     eligibility_lines,
@@ -17,6 +18,7 @@ from optsched.render.facts import (
     pods_by_gpus,
     workloads_by_key,
 )
+from optsched.render.mig import MIG_HEADERS, change_rows
 from optsched.render.text import (
     compact_nodes,
     fmt_gpus,
@@ -59,6 +61,16 @@ def _header(plan: Plan, color: bool) -> list[str]:
     return lines
 
 
+def _placement(decision: WorkloadDecision, workload: Workload | None) -> str:
+    """Nodes and GPU indices, then the nodes whose new MIG layout the pods wait for."""
+    text = wrap_tokens(compact_nodes(node_groups(decision, workload)), PLACEMENT_WIDTH) or "-"
+    if decision.waits_for_layout:
+        text += "\n" + wrap_tokens(
+            ["waits for the MIG layout on", *decision.waits_for_layout], PLACEMENT_WIDTH
+        )
+    return text
+
+
 def _admitted_rows(plan: Plan, by_key: dict[str, Workload]) -> list[list[str]]:
     rows = []
     for decision in plan.admitted:
@@ -69,7 +81,7 @@ def _admitted_rows(plan: Plan, by_key: dict[str, Workload]) -> list[list[str]]:
                 decision.name,
                 str(decision.priority),
                 pods_by_gpus(decision, workload),
-                wrap_tokens(compact_nodes(node_groups(decision, workload)), PLACEMENT_WIDTH) or "-",
+                _placement(decision, workload),
                 ",".join(flavors) or "-",
                 enforcement_text(decision),
             ]
@@ -211,6 +223,10 @@ def render_table(
         )
     else:
         out.append("  (none)")
+    if plan.mig_changes:
+        title = f"MIG LAYOUT CHANGES ({_plural(len(plan.mig_changes), 'GPU')})"
+        out += ["", paint(title, "bold", color)]
+        out.append(format_table(MIG_HEADERS, change_rows(snapshot, plan), right=(1,)))
     out += ["", paint("SUMMARY (before -> after)", "bold", color), *_summary(plan)]
     if explain:
         out += ["", *_why_lines(plan, width), "", *_stage_lines(plan)]

@@ -7,7 +7,7 @@ toleration, selector requirements) are reused, because they *are* the
 Kubernetes semantics. Every message names the workload, the pod and the node.
 Per-node capacity and GPUs are checked in :mod:`~optsched.validate.devices`,
 GPU UUIDs and enforcement in :mod:`~optsched.validate.enforcement`, quota in
-:mod:`~optsched.validate.quota`.
+:mod:`~optsched.validate.quota`, MIG layout changes in :mod:`~optsched.validate.mig`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from optsched.model.snapshot import (
 )
 from optsched.validate.devices import DeviceBook
 from optsched.validate.enforcement import UuidBook
+from optsched.validate.mig import check_mig_changes, layout_deltas
 from optsched.validate.quota import Charges, charge, check_quota, offered
 
 
@@ -90,7 +91,8 @@ class _Checker:
         for key in [*pending, *held]:
             if key not in seen:
                 self.fail(f"workload {key}: pending but missing from the plan")
-        self.violations += self.devices.check_nodes()
+        self.violations += check_mig_changes(self.snapshot, plan)
+        self.violations += self.devices.check_nodes(layout_deltas(self.snapshot, plan))
         self.violations += check_quota(self.snapshot, self.charges)
         return self.violations
 

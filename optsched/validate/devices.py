@@ -2,16 +2,18 @@
 
 Every pod is booked on its node: CPU, memory, pod slots, extended resources,
 and its GPUs by index (whole, or a share of compute and memory on each of its
-GPUs, all different). A GPU is given whole to one pod at most, never to a pod
-and a share, never while a running pod holds it, and shares never exceed its
-compute, its memory or its split count (HAMi's most tasks per GPU). Where
-in-use GPUs have unknown indices no index may be promised, because the
-free-looking GPU may be the one in use; a pod given no indices takes as many
-GPUs as it asks for, a share a whole one.
+GPUs, all different). MIG slices are extended resources, counted against what
+the node advertises once the plan's layout changes apply. A GPU is given whole
+to one pod at most, never to a pod and a share, never while a running pod
+holds it, and shares never exceed its compute, its memory or its split count
+(HAMi's most tasks per GPU). Where in-use GPUs have unknown indices no index
+may be promised, because the free-looking GPU may be the one in use; a pod
+given no indices takes as many GPUs as it asks for, a share a whole one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from optsched.model.placement import PodPlacement
@@ -59,13 +61,21 @@ class DeviceBook:
             return _unindexed(where, ps, usage, load)
         return _indexed(where, node, ps, pod, usage, load)
 
-    def check_nodes(self) -> list[str]:
-        """Every node whose resources or GPUs the plan over-commits."""
+    def check_nodes(self, mig_deltas: Mapping[str, Mapping[str, int]] | None = None) -> list[str]:
+        """Every node whose resources or GPUs the plan over-commits.
+
+        ``mig_deltas`` (node -> resource -> instances added, negative where
+        removed) is what the plan's MIG layout changes do to the node's
+        allocatable: the pods placed there count against the new layouts.
+        """
+        deltas = mig_deltas or {}
         nodes = {n.name: n for n in self.snapshot.nodes}
         violations: list[str] = []
-        for name, load in self.loads.items():
+        changed_only = sorted(n for n in deltas if n in nodes and n not in self.loads)
+        for name in [*self.loads, *changed_only]:
+            load = self.loads.get(name, NodeLoad())
             usage = self.snapshot.usage_of(name)
-            violations += _resources(f"node {name}", nodes[name], usage, load)
+            violations += _resources(f"node {name}", nodes[name], usage, load, deltas.get(name, {}))
             violations += _gpus(f"node {name}", nodes[name], usage, load)
         return violations
 
@@ -156,7 +166,9 @@ def _one_gpu(
     return violations
 
 
-def _resources(where: str, node: Node, usage: NodeUsage, load: NodeLoad) -> list[str]:
+def _resources(
+    where: str, node: Node, usage: NodeUsage, load: NodeLoad, mig_delta: Mapping[str, int]
+) -> list[str]:
     violations = []
     if usage.cpu_milli + load.cpu > node.cpu_milli:
         violations.append(f"{where}: CPU over-committed ({usage.cpu_milli + load.cpu}m of {node.cpu_milli}m)")
@@ -166,11 +178,20 @@ def _resources(where: str, node: Node, usage: NodeUsage, load: NodeLoad) -> list
         )
     if usage.pods + load.pods > node.max_pods:
         violations.append(f"{where}: pod slots over-committed ({usage.pods + load.pods} of {node.max_pods})")
-    for resource, amount in sorted(load.ext.items()):
-        have = node.extended.get(resource, 0) - usage.extended.get(resource, 0)
-        if amount > have:
+    for resource in sorted({*load.ext, *mig_delta}):
+        amount = load.ext.get(resource, 0)
+        delta = mig_delta.get(resource, 0)
+        have = node.extended.get(resource, 0) + delta - usage.extended.get(resource, 0)
+        # Running pods over what the node advertises count only where the plan adds pods or removes slices.
+        after = f" after the plan's MIG layout changes ({delta:+d})" if delta else ""
+        if amount > have and amount > 0:
             violations.append(
-                f"{where}: {resource} over-committed (plan takes {amount}, {max(0, have)} free)"
+                f"{where}: {resource} over-committed (plan takes {amount}, {max(0, have)} free{after})"
+            )
+        elif amount > have and delta < 0:
+            violations.append(
+                f"{where}: {resource}: running pods hold {usage.extended.get(resource, 0)}, the node has "
+                f"{node.extended.get(resource, 0) + delta}{after}"
             )
     return violations
 
