@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from optsched.bench.mig_options import register_mig
 from optsched.bench.options import DEFAULT_OUT, TRACE_POLICIES, register_scale
 from optsched.bench.trace_data import WORKLOADS
 from optsched.errors import InputError
@@ -143,9 +144,6 @@ def _add_agent(sub: Any) -> None:
 
 
 def _add_mig(sub: Any) -> None:
-    # Deferred: the options module is light, but only this verb needs it.
-    from optsched.bench.mig_options import register_mig
-
     p = sub.add_parser(
         "mig",
         help="MIG layouts under a trace with arrivals and departures: static, best fit, first fit, optimizer",
