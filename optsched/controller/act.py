@@ -40,6 +40,8 @@ from optsched.controller.claims import ClaimVerdict
 from optsched.controller.clock import Clock
 from optsched.controller.decide import ActionKind, Decisions, WorkloadAction
 from optsched.controller.metrics import Metrics
+from optsched.controller.mig_decide import NodeMigWrite
+from optsched.controller.mig_writes import MigWriter
 from optsched.controller.options import Options
 from optsched.controller.own_writes import OwnWrites
 from optsched.controller.pinning import PodPin
@@ -102,6 +104,8 @@ class Actor:
         """Slot (namespace, plan id, PodSet, index) -> the pod pinned to it and when (monotonic)."""
         self.backoff = Backoff()
         """Claims found being deleted or just deleted: not read again before their delay is over."""
+        self.mig = MigWriter(writer, metrics, on_stale=on_stale)
+        """Writes MIG layout changes onto the nodes' NodeGPUs."""
 
     def _retry_later(self, delay: float) -> None:
         """Run a pin pass once ``delay`` is over (the claim may be gone by then)."""
@@ -128,8 +132,10 @@ class Actor:
     async def act(self, decisions: Decisions) -> Outcome:
         """Send one cycle's decisions: pins, then each workload's writes, then the Events."""
         pinned = await self.pin(decisions.pins, decisions.waiting, decisions.ungates)
+        self.mig.observe(decisions.mig)
+        applied = await self._each(self._layout(w) for w in decisions.mig.writes)
         writes = sorted((a for a in decisions.actions if a.writes), key=lambda a: a.kind not in FIRST)
-        applied = await self._each(self._apply(a) for a in writes)
+        applied += await self._each(self._apply(a) for a in writes)
         applied += await self._each(self._sweep(c) for c in decisions.sweeps)
         self.metrics.observe_deferrals(
             [a.reason.value for a in decisions.actions if a.kind == ActionKind.DEFER and a.reason]
@@ -220,6 +226,13 @@ class Actor:
         )
         return Outcome(pinned=1)
 
+    async def _layout(self, write: NodeMigWrite) -> Outcome:
+        """One node's MIG layout patch (an error is retried next cycle, on a fresh read)."""
+        if not self.is_leader():
+            return Outcome()
+        error, events = await self.mig.write(write)
+        return Outcome(errors=(error,) if error else (), events=events)
+
     async def _sweep(self, claim: OwnedClaim) -> Outcome:
         """Delete one orphaned claim (an error is retried next cycle, the claim still being there)."""
         if not self.is_leader():
@@ -274,7 +287,7 @@ class Actor:
             return Outcome(errors=(f"{action.kind} {action.key}: {exc}",))
         if action.settles is not None:
             self.claims.settled(*action.settles)
-        if action.kind != ActionKind.DEFER and not self.options.dry_run:
+        if action.kind not in (ActionKind.DEFER, ActionKind.WAIT_LAYOUT) and not self.options.dry_run:
             self.own.wrote(action.namespace, action.name, action.resource_version)
         self._applied(action)
         return Outcome(events=(action.event,) if action.event is not None else ())

@@ -15,6 +15,7 @@ from typing import Any
 from optsched.controller.claim_sweep import OwnedClaim
 from optsched.controller.dra_repair import DraState
 from optsched.controller.inputs import NodePresence
+from optsched.controller.mig_decide import MigDecisions
 from optsched.controller.options import DeferPolicy
 from optsched.controller.pinning import PodPin
 from optsched.controller.read_back import ReadBack
@@ -44,6 +45,8 @@ class ActionKind(StrEnum):
     """A Ready check on a workload Kueue no longer reserves quota for: back to Pending, record dropped."""
     SYNC = "sync"
     """Our checks on one workload disagree (one Ready, the others Pending): Ready is copied to the rest."""
+    WAIT_LAYOUT = "wait-layout"
+    """Planned onto MIG slices that do not exist yet: Pending until the node's layout change is applied."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,8 @@ class Decisions:
     """Pods of queues that are not ours: our gate is lifted, nothing else changes."""
     sweeps: tuple[OwnedClaim, ...] = ()
     """optsched's ResourceClaims whose owner pod is gone (past the grace period): deleted."""
+    mig: MigDecisions = field(default_factory=MigDecisions)
+    """MIG layout changes to write on NodeGPUs, and the workloads held for them."""
 
     def of_kind(self, kind: ActionKind | str) -> list[WorkloadAction]:
         return [a for a in self.actions if a.kind == kind]
@@ -150,6 +155,8 @@ class Facts:
     """The GPUs node agents report each bound pod holds."""
     dra: DraState = field(default_factory=DraState)
     """DRA nodes' published GPUs and the devices claims hold."""
+    mig_holds: Mapping[str, str] = field(default_factory=dict)
+    """Workload key -> why it waits for a MIG layout change (its check stays Pending with it)."""
 
     @property
     def stamp(self) -> str:

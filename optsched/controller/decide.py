@@ -29,6 +29,10 @@ Rules, for each live Workload that carries one of our admission checks:
   deactivates it and releases its quota instead of holding it forever.
 * **Backoff**: each Retry of a deferral doubles ``requeueAfterSeconds`` with
   Kueue's requeue count, up to a ceiling.
+* **MIG layouts** (``mig_decide``): the plan's layout changes are written
+  to the nodes' ``NodeGPUs``; a workload planned onto slices that do not
+  exist yet stays Pending, saying which change it waits for, until the plan
+  places it on instances that exist.
 * **Orphaned claims**: optsched's ResourceClaims whose pod is gone are
   deleted after ``orphan_claim_seconds`` (``claim_sweep``).
 * Workloads without our check, finished or inactive ones are never touched.
@@ -59,6 +63,7 @@ from optsched.controller.actions import (
 from optsched.controller.claim_sweep import orphans
 from optsched.controller.events import EventReason
 from optsched.controller.inputs import PlanningInput, Report
+from optsched.controller.mig_decide import mig_decisions
 from optsched.controller.options import DeferPolicy, Options
 from optsched.controller.pinning import pins_for, ready_records, ungates_for
 from optsched.controller.predicted_pins import awaited_slots, busy_nodes, in_plan_order
@@ -106,6 +111,10 @@ def decide(
     admitted workloads are still pinned. ``dra_claims``: pods may be given
     optsched claims (False under ``--no-dra-claims``).
     """
+    timeout = policy.mig_start_seconds
+    mig = mig_decisions(
+        inp.mig, plan if planned else None, inp.workloads, now=now.timestamp(), timeout=timeout
+    )
     facts = Facts(
         now=now,
         policy=policy,
@@ -117,6 +126,7 @@ def decide(
         claim_conflicts=claim_conflicts or {},
         read_back=inp.read_back,
         dra=inp.dra,
+        mig_holds=mig.holds,
     )
     actions: list[WorkloadAction] = []
     if planned:
@@ -140,6 +150,7 @@ def decide(
         sweeps=orphans(
             inp.claims, (p.uid for p in inp.pods), now=now, grace_seconds=policy.orphan_claim_seconds
         ),
+        mig=mig,
     )
 
 
@@ -175,7 +186,11 @@ def _decide_workload(view: WorkloadView, plan: Plan | None, facts: Facts) -> Wor
     if view.record_problem is not None:
         return action(view, ActionKind.DROP_RECORD, drop_record=True)
     decision = plan.decision(view.key) if plan is not None else None
-    if decision is not None and decision.decision == Decision.ADMIT and view.workload is not None:
+    admits = decision is not None and decision.decision == Decision.ADMIT
+    held = facts.mig_holds.get(view.key)
+    if held is not None and not (admits and decision is not None and not decision.waits_for_layout):
+        return _wait_layout(view, check, held, facts)
+    if decision is not None and admits and view.workload is not None:
         record = record_from_decision(view.uid, decision, planned_at=facts.now.timestamp())
         size = len(record.to_annotation())
         if size > MAX_ANNOTATION_BYTES:
@@ -280,6 +295,14 @@ def _defer(view: WorkloadView, check: CheckEntry, reasons: list[Reason], facts: 
         drop_record=has_record,
         check=update(view, check, CheckState.PENDING, message, facts),
     )
+
+
+def _wait_layout(view: WorkloadView, check: CheckEntry, message: str, facts: Facts) -> WorkloadAction:
+    """Pending, saying which MIG layout change it waits for (no Retry: the change is on its way)."""
+    if view.record is None and check.message == one_line(message):
+        return action(view, ActionKind.WAIT_LAYOUT)
+    said = update(view, check, CheckState.PENDING, message, facts)
+    return action(view, ActionKind.WAIT_LAYOUT, drop_record=view.record is not None, check=said)
 
 
 def _release(

@@ -32,5 +32,7 @@ class EventReason(StrEnum):
     workload is planned again."""
     QUOTA_LOST = "QuotaLost"
     """Our check was Ready on a workload without a quota reservation; reset to Pending."""
+    MIG_LAYOUT_FAILED = "MIGLayoutChangeFailed"
+    """The node agent could not apply the MIG layout this workload waited for; it is planned again."""
     REJECTED = "Rejected"
     """The workload can never be placed by optsched; the message says why."""

@@ -27,6 +27,7 @@ from typing import Any
 
 from optsched.controller.claim_sweep import OwnedClaim, owned_claims
 from optsched.controller.dra_repair import DraState
+from optsched.controller.mig_nodes import MigNode, mig_nodes
 from optsched.controller.node_free import FreeGpus
 from optsched.controller.pod_trust import trusted_pod_objects
 from optsched.controller.read_back import ReadBack
@@ -220,6 +221,8 @@ class PlanningInput:
     """DRA nodes' published GPUs and the devices claims hold."""
     claims: tuple[OwnedClaim, ...] = ()
     """optsched's own ResourceClaims, for the sweep of those whose pod is gone."""
+    mig: Mapping[str, MigNode] = field(default_factory=dict)
+    """Each NodeGPUs's MIG layout requests, the agent's answer and our record, by node name."""
 
     @property
     def hostnames(self) -> dict[str, str]:
@@ -332,6 +335,7 @@ def build_input(
         free=FreeGpus(raw),
         dra=DraState.of(raw),
         claims=owned_claims(raw),
+        mig=mig_nodes(raw),
     )
 
 

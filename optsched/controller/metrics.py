@@ -27,6 +27,7 @@ class Metrics:
         self._plan_metrics(self.registry)
         self._workload_metrics(self.registry)
         self._prediction_metrics(self.registry)
+        self._mig_metrics(self.registry)
 
     def _cycle_metrics(self, r: CollectorRegistry) -> None:
         """How the controller itself runs."""
@@ -141,6 +142,26 @@ class Metrics:
         self.drift_ratio = Gauge(
             "optsched_prediction_drift_ratio",
             "Of the bound pods with predicted GPUs read back, the share holding other GPUs than planned",
+            registry=r,
+        )
+
+    def _mig_metrics(self, r: CollectorRegistry) -> None:
+        """MIG layout changes the controller carried out on the nodes' NodeGPUs."""
+        self.mig_changes = Counter(
+            "optsched_mig_layout_changes",
+            "MIG layout changes of one GPU, by outcome (written to spec.migLayout, applied by the node "
+            "agent, failed there, dropped before it started)",
+            ["outcome"],
+            registry=r,
+        )
+        self.mig_in_flight = Gauge(
+            "optsched_mig_layout_changes_in_flight",
+            "MIG layout changes written and not applied, failed or dropped yet, in the latest cycle",
+            registry=r,
+        )
+        self.mig_waiting = Gauge(
+            "optsched_workloads_waiting_for_mig_layout",
+            "Workloads held Pending for a MIG layout change in the latest cycle",
             registry=r,
         )
 

@@ -30,6 +30,9 @@ class DeferPolicy:
     orphan_claim_seconds: int = 60
     """An optsched ResourceClaim whose pod is gone is deleted once it is this old (a pod the informer has
     not delivered yet is not taken for gone)."""
+    mig_start_seconds: int = 300
+    """A MIG layout change the node agent has not started (``Applying``) this long after it was written
+    is dropped and its workloads planned again (a GPU whose pods never leave cannot be changed)."""
 
     def retry_after(self, requeues: int) -> int:
         """Exponential backoff on Kueue's requeue count, like Kueue's own checks."""

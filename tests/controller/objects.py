@@ -267,3 +267,67 @@ def node_gpus(
         "metadata": {"name": node},
         "status": status,
     }
+
+
+def mig_node_gpus(
+    node: str,
+    current: dict[int, list[tuple[str, int]]],
+    *,
+    spec: dict[int, list[tuple[str, int]]] | None = None,
+    state: str | None = None,
+    message: str = "",
+    generation: int = 1,
+    observed: int | None = None,
+    record: str | None = None,
+    product: str = H100,
+    resource_version: str = "5",
+) -> dict[str, Any]:
+    """A NodeGPUs whose agent reports MIG-enabled GPUs with ``current`` instances (``(profile, start)``),
+    asked for ``spec`` and answering ``state`` for generation ``observed`` (default: the current one)."""
+    gpus = [
+        {
+            "index": i,
+            "uuid": f"GPU-{node}-{i}",
+            "product": product,
+            "memoryMiB": 81559,
+            "health": {"state": "Healthy"},
+            "mig": {
+                "capable": True,
+                "enabled": True,
+                "instances": [
+                    {"profile": p, "start": s, "uuid": f"MIG-{node}-{i}-{s}", "inUse": False}
+                    for p, s in layout
+                ],
+            },
+        }
+        for i, layout in sorted(current.items())
+    ]
+    status: dict[str, Any] = {"gpus": gpus, "pods": []}
+    if state is not None:
+        status["migLayout"] = {
+            "state": state,
+            "message": message,
+            "observedGeneration": generation if observed is None else observed,
+        }
+    metadata: dict[str, Any] = {
+        "name": node,
+        "uid": f"uid-ngpu-{node}",
+        "resourceVersion": resource_version,
+        "generation": generation,
+    }
+    if record is not None:
+        metadata["annotations"] = {"optsched.io/mig-changes": record}
+    obj: dict[str, Any] = {
+        "apiVersion": "optsched.io/v1alpha1",
+        "kind": "NodeGPUs",
+        "metadata": metadata,
+        "status": status,
+    }
+    if spec is not None:
+        obj["spec"] = {
+            "migLayout": [
+                {"gpu": g, "instances": [{"profile": p, "start": s} for p, s in layout]}
+                for g, layout in sorted(spec.items())
+            ]
+        }
+    return obj
