@@ -1,4 +1,4 @@
-"""``optsched bench trace|topology|scale|agent``: the benchmark verbs.
+"""``optsched bench trace|topology|scale|agent|mig``: the benchmark verbs.
 
 ``register`` plugs them into the main ``optsched`` parser; ``main`` runs them
 stand-alone (``python -m optsched.bench.cli trace ...``) with the same exit
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from optsched.bench.mig_options import register_mig
 from optsched.bench.options import DEFAULT_OUT, TRACE_POLICIES, register_scale
 from optsched.bench.trace_data import WORKLOADS
 from optsched.errors import InputError
@@ -142,16 +143,28 @@ def _add_agent(sub: Any) -> None:
     p.set_defaults(func=run_agent_command)
 
 
+def _add_mig(sub: Any) -> None:
+    p = sub.add_parser(
+        "mig",
+        help="MIG layouts under a trace with arrivals and departures: static, best fit, first fit, optimizer",
+        description="Serve a MIG request trace built from the Alibaba openb trace on A100-80GB and H100-80GB "
+        "pools with static layouts, per-GPU best fit, DRA-style first fit and the optimizer.",
+    )
+    register_mig(p)
+    p.set_defaults(func=run_mig_command)
+
+
 def register(subparsers: Any) -> None:
-    """Add ``bench`` with ``trace``, ``topology``, ``scale`` and ``agent`` to the main parser."""
+    """Add ``bench`` with ``trace``, ``topology``, ``scale``, ``agent`` and ``mig`` to the main parser."""
     bench = subparsers.add_parser(
-        "bench", help="benchmarks: trace replay, topology, solver scale, node agent"
+        "bench", help="benchmarks: trace replay, topology, solver scale, node agent, MIG layouts"
     )
     sub = bench.add_subparsers(dest="bench_command", metavar="BENCH")
     _add_trace(sub)
     _add_topology(sub)
     _add_scale(sub)
     _add_agent(sub)
+    _add_mig(sub)
     bench.set_defaults(func=lambda _args: _missing_verb(bench))
 
 
@@ -167,6 +180,14 @@ def run_agent_command(args: argparse.Namespace) -> int:
     from optsched.bench.agent import run_agent_bench
 
     return run_agent_bench(args)
+
+
+def run_mig_command(args: argparse.Namespace) -> int:
+    """``optsched bench mig``."""
+    # Deferred: the optimizer plans through optsched.planning (ortools), plots need matplotlib.
+    from optsched.bench.mig_command import run_mig
+
+    return run_mig(args)
 
 
 def run_trace_command(args: argparse.Namespace) -> int:
