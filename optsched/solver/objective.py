@@ -47,7 +47,7 @@ class Stage(StrEnum):
     MIG_RECONFIGURATION = "mig-reconfiguration"
     """MIG GPUs given a new layout (minimised): a change restarts the node's device plugin and DCGM."""
     MIG_FRAGMENTATION = "mig-fragmentation"
-    """Free memory slices of MIG GPUs that the queue's usual profiles could not be created on."""
+    """Idle MIG GPUs given instances, then free memory slices the queue's usual profiles could not use."""
     TOPOLOGY = "topology"
     """Domains a gang spans, and pods that span NVLink islands although one island could hold them."""
     PACKING = "packing"

@@ -1,4 +1,9 @@
-"""MIG fragmentation: free memory slices of a MIG GPU that the queue's usual profiles cannot use.
+"""MIG packing and fragmentation: idle GPUs opened, then free memory slices the queue's profiles cannot use.
+
+New instances go on GPUs that pods already use before any idle GPU gets one:
+an idle GPU stays whole for the largest profiles (a 7g needs all of it), and
+the pool keeps fewer GPUs busy. Among layouts that open as many, the stage
+minimises fragmentation.
 
 In the spirit of FGD: a free memory slice (in no instance) is wasted for a
 profile when no placement of that profile fits in the free slices around it
@@ -46,16 +51,40 @@ class MigFragmentation:
             return []
         shares = {name: max(1, round(WEIGHT_SCALE * count / total)) for name, count in demand.items()}
         parts: list[cp_model.LinearExprT] = []
+        most = 0
         for g in gpus:
             for profile in g.model.profiles:
                 share = shares.get(resource_name(profile.name), 0)
                 if share:
                     parts.append(share * _wasted(ctx, g, profile))
-        if not parts:
+                    most += share * g.model.memory_slices
+        opened = _opened(ctx, gpus)
+        if not parts and not opened:
             return []
-        return [
-            ObjectiveTerm(Stage.MIG_FRAGMENTATION, weight * sum(parts, start=0), scale=WEIGHT_SCALE * weight)
-        ]
+        # Opening an idle GPU costs more than any fragmentation: the stage is lexicographic inside.
+        expr = (most + 1) * cp_model.LinearExpr.sum(opened) + sum(parts, start=0)
+        return [ObjectiveTerm(Stage.MIG_FRAGMENTATION, weight * expr, scale=WEIGHT_SCALE * weight)]
+
+
+def _opened(ctx: ModelContext, gpus: list[MigGpuVars]) -> list[cp_model.IntVar]:
+    """Per GPU no pod uses: 1 when the plan creates an instance on it (pods would then use it)."""
+    out = []
+    for g in gpus:
+        if g.gpu.in_use:
+            continue
+        new = [p.var for p in g.placements if not p.current]
+        if not new:
+            continue
+        opened = ctx.model.new_bool_var(f"mig-opened[{g.node},{g.gpu.index}]")
+        for var in new:
+            ctx.model.add_implication(var, opened)
+        ctx.derive(opened, partial(_any, vars_=new))
+        out.append(opened)
+    return out
+
+
+def _any(h: HintView, *, vars_: list[cp_model.IntVar]) -> int:
+    return int(any(h(v) for v in vars_))
 
 
 def _demand(ctx: ModelContext) -> Counter[str]:

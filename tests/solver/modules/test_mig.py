@@ -182,3 +182,12 @@ def test_the_gpus_a_plan_may_change_are_those_its_queue_can_use() -> None:
     one = FAST.model_copy(update={"mig_changeable_gpus": 1})
     plan = _plan([first, second], [picky], one)
     assert admitted(plan) == {"w"} and [c.node for c in plan.mig_changes] == ["m2"]
+
+
+def test_new_instances_go_on_a_gpu_pods_use_before_an_idle_one() -> None:
+    # Either GPU takes the 1g with one change; the busy one does, so GPU 1 stays whole for a 7g.
+    busy = mig_gpu(0, ("3g.40gb", 0, True))
+    for seed in range(3):
+        settings = FAST.model_copy(update={"random_seed": seed})
+        plan = _plan([mig_node("m1", busy, mig_gpu(1))], [workload("a", _mig_pod(G1))], settings)
+        assert admitted(plan) == {"a"} and [c.gpu for c in plan.mig_changes] == [0], seed
