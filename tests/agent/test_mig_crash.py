@@ -10,6 +10,7 @@ import pytest
 
 from optsched.agent.mig_apply import apply_layout, recover
 from optsched.agent.mig_journal import read_journal
+from optsched.agent.mig_users import NO_HOLDERS
 from optsched.agent.simulated_mig import SimulatedMig
 from optsched.mig.layout import MigSlot
 
@@ -19,12 +20,13 @@ APPLY = """
 import sys
 from pathlib import Path
 from optsched.agent.mig_apply import apply_layout
+from optsched.agent.mig_users import NO_HOLDERS
 from optsched.agent.simulated_mig import SimulatedMig
 from optsched.mig.layout import MigSlot
 state, journal, crash_after = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 mig = SimulatedMig(PRODUCTS, 40536, state, "n1", crash_after_creates=crash_after)
 desired = {0: [MigSlot("1g.5gb", s) for s in range(7)], 1: [MigSlot("3g.20gb", 0), MigSlot("3g.20gb", 4)]}
-print(apply_layout(mig, mig.models, desired, frozenset(), journal))
+print(apply_layout(mig, mig.models, desired, NO_HOLDERS, journal))
 """
 
 
@@ -60,6 +62,6 @@ def test_a_killed_apply_is_rolled_back_on_restart_and_then_applied(tmp_path: Pat
     assert not journal.exists()
 
     desired = {0: [MigSlot("1g.5gb", s) for s in range(7)], 1: [MigSlot("3g.20gb", 0), MigSlot("3g.20gb", 4)]}
-    again = apply_layout(restarted, restarted.models, desired, frozenset(), journal)
+    again = apply_layout(restarted, restarted.models, desired, NO_HOLDERS, journal)
     assert again.state == "Success" and again.changed == (0, 1)
     assert _layout(restarted) == {0: [("1g.5gb", s) for s in range(7)], 1: [("3g.20gb", 0), ("3g.20gb", 4)]}
