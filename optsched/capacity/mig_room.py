@@ -11,15 +11,10 @@ snapshot holds (a change in flight, an unknown model) adds nothing.
 
 from __future__ import annotations
 
-import re
-
 from optsched.mig.layout import MigSlot, resource_name
 from optsched.mig.room import model_named, most_instances
 from optsched.model.mig import MigGpu
-from optsched.model.names import MIG_PREFIX
-from optsched.model.snapshot import Node, Snapshot
-
-_COMPUTE = re.compile(re.escape(MIG_PREFIX) + r"([1-9])g\.")
+from optsched.model.snapshot import Node
 
 
 def plannable(node: Node) -> tuple[MigGpu, ...]:
@@ -60,29 +55,20 @@ def potential_extended(node: Node) -> dict[str, int]:
     return {name: node.extended.get(name, 0) + room.get(name, 0) for name in sorted(names)}
 
 
-def most_useful(snapshot: Snapshot, limit: int) -> set[tuple[str, int]]:
-    """(node, GPU) of the ``limit`` plannable GPUs whose new layouts could serve the most MIG demand.
-
-    A GPU's worth is the compute slices of the queue's requests its headroom
-    could hold, each profile capped at what the queue asks; ties go to the
-    earlier node and GPU, so the choice is the same on every run.
-    """
-    demand: dict[str, int] = {}
-    for workload in snapshot.workloads:
-        for ps in workload.pod_sets:
-            for name, amount in ps.request.extended.items():
-                if name.startswith(MIG_PREFIX) and amount > 0:
-                    demand[name] = demand.get(name, 0) + amount * ps.count
-    scored = []
-    for number, node in enumerate(snapshot.nodes):
-        for gpu in plannable(node):
-            room = gpu_headroom(gpu)
-            worth = sum(min(room.get(name, 0), want) * _compute(name) for name, want in demand.items())
-            if worth > 0:
-                scored.append((-worth, number, gpu.index, node.name))
-    return {(name, index) for _, _, index, name in sorted(scored)[:limit]}
-
-
-def _compute(resource: str) -> int:
-    found = _COMPUTE.match(resource)
-    return int(found.group(1)) if found else 1
+def mig_ceiling(node: Node) -> dict[str, int]:
+    """The node's extended resources with every MIG GPU of a known model counted as if re-laid out
+    for each profile alone: the most it could ever offer, for judging whether a pod can ever fit."""
+    if not node.mig_gpus:
+        return node.extended
+    out = dict(node.extended)
+    for gpu in node.mig_gpus:
+        model = model_named(gpu.model)
+        if model is None:
+            continue
+        for profile in model.profiles:
+            name = resource_name(profile.name)
+            now = sum(1 for i in gpu.instances if i.profile == profile.name)
+            extra = most_instances(model, profile, []) - now
+            if extra > 0:
+                out[name] = out.get(name, 0) + extra
+    return out

@@ -72,7 +72,8 @@ class NodeState:
         islands = list(node.nvlink_islands) or [(i,) for i in range(count)]
         total = node.gpu_split or UNLIMITED_TASKS
         tasks = [total - (usage.gpu_tasks[i] if i < len(usage.gpu_tasks) else 0) for i in range(count)]
-        ext = {k: v - usage.extended.get(k, 0) for k, v in node.extended.items()}
+        unavailable = node.mig_unavailable if node.mig_gpus else {}
+        ext = {k: v - usage.extended.get(k, 0) - unavailable.get(k, 0) for k, v in node.extended.items()}
         return cls(
             name=node.name,
             product=node.gpu_product,

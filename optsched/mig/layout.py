@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from optsched.mig.profiles import MigModel, MigProfile
-from optsched.model.names import MIG_PREFIX
+from optsched.model.mig import mig_resource
 
 
 @dataclass(frozen=True, order=True)
@@ -101,7 +101,7 @@ def _over_cap(model: MigModel, placed: Sequence[tuple[MigSlot, MigProfile]]) -> 
 
 def resource_name(profile: str) -> str:
     """The extended resource for a profile under NVIDIA's mixed strategy (``+`` becomes ``.``)."""
-    return MIG_PREFIX + profile.replace("+", ".")
+    return mig_resource(profile)
 
 
 def mixed_strategy_resources(slots_per_gpu: Mapping[int, Sequence[str]]) -> dict[str, int]:

@@ -11,10 +11,26 @@ carry facts and decisions, so the snapshot, the solver, the plan and
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from optsched.model.names import MIG_PREFIX
 from optsched.model.scheduling import Frozen
+
+_COMPUTE = re.compile(re.escape(MIG_PREFIX) + r"([1-9])g\.")
+
+
+def compute_slices(resource: str) -> int:
+    """Compute slices a ``nvidia.com/mig-<N>g.<M>gb`` resource names (N); 0 for any other name."""
+    found = _COMPUTE.match(resource)
+    return int(found.group(1)) if found else 0
+
+
+def mig_resource(profile: str) -> str:
+    """The extended resource of a profile under NVIDIA's mixed strategy (``+`` becomes ``.``)."""
+    return MIG_PREFIX + profile.replace("+", ".")
 
 
 class MigInstanceState(Frozen):
@@ -40,10 +56,24 @@ class MigGpu(Frozen):
     hold: str = ""
     """Why the planner must leave this layout as it is ("" = it may change): a change in flight, a
     failed change, an unknown model, a layout the table refuses."""
+    changing: bool = False
+    """A layout change is in flight: the agent may destroy its free instances at any moment, so none
+    of them is handed out."""
 
     @property
     def in_use(self) -> tuple[MigInstanceState, ...]:
         return tuple(i for i in self.instances if i.in_use)
+
+    @property
+    def unavailable(self) -> dict[str, int]:
+        """Per MIG resource: free instances no pod may be given (those of a GPU that is changing)."""
+        out: dict[str, int] = {}
+        if self.changing:
+            for instance in self.instances:
+                if not instance.in_use:
+                    name = mig_resource(instance.profile)
+                    out[name] = out.get(name, 0) + 1
+        return out
 
     @property
     def layout(self) -> tuple[tuple[str, int], ...]:

@@ -8,14 +8,13 @@ GPU shares in thousandths of a GPU ("milli").
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from enum import StrEnum
 
 from pydantic import Field
 
-from optsched.model.mig import MigGpu
-from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, MIG_PREFIX, PRODUCT_LABEL
+from optsched.model.mig import MigGpu, compute_slices
+from optsched.model.names import DEFAULT_TOPOLOGY_LEVELS, PRODUCT_LABEL
 from optsched.model.queues import (
     ClusterQueue,
     FlavorQuota,
@@ -75,7 +74,6 @@ FULL_GPU_MILLI = 1000
 """A whole GPU in the planner's unit of GPU compute (thousandths of a GPU)."""
 MIG_COMPUTE_SLICES = 7
 """Compute slices of every MIG-capable GPU (A100, H100, H200, B200)."""
-_MIG_COMPUTE = re.compile(re.escape(MIG_PREFIX) + r"([1-9])g\.")
 
 
 class Node(Frozen):
@@ -118,6 +116,15 @@ class Node(Frozen):
     def product(self) -> str:
         """The GPU product (GFD's ``nvidia.com/gpu.product``); empty for a node without GPU labels."""
         return self.gpu_product or self.labels.get(PRODUCT_LABEL, "")
+
+    @property
+    def mig_unavailable(self) -> dict[str, int]:
+        """Per MIG resource: advertised instances no pod may be given now (a layout change is in flight)."""
+        out: dict[str, int] = {}
+        for gpu in self.mig_gpus:
+            for name, count in gpu.unavailable.items():
+                out[name] = out.get(name, 0) + count
+        return out
 
     @property
     def healthy_gpus(self) -> tuple[int, ...]:
@@ -215,12 +222,8 @@ class PodRequest(Frozen):
     @property
     def mig_milli(self) -> int:
         """Thousandths of a GPU the pod's MIG instances take, by compute slices (a 3g is 3/7 of a GPU)."""
-        total = 0
-        for name, amount in self.extended.items():
-            found = _MIG_COMPUTE.match(name)
-            if found is not None and amount > 0:
-                total += amount * int(found.group(1)) * FULL_GPU_MILLI // MIG_COMPUTE_SLICES
-        return total
+        slices = sum(amount * compute_slices(name) for name, amount in self.extended.items() if amount > 0)
+        return slices * FULL_GPU_MILLI // MIG_COMPUTE_SLICES
 
 
 class PodSet(Frozen):

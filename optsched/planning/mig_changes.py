@@ -66,8 +66,8 @@ def waiting_for_layouts(
 
     The instances free now on each node go to admitted workloads in queue
     order; a workload whose MIG pods there need more than remain waits for
-    that node's changes. A profile that a changing GPU of the node has free
-    instances of is not handed out at all until the change is made: NVIDIA's
+    that node's changes. A profile of which a change on the node destroys a
+    free instance is not handed out at all until the change is made: NVIDIA's
     device plugin picks any free instance of the resource, and a pod on an
     instance the change removes would stall the change.
     """
@@ -75,12 +75,12 @@ def waiting_for_layouts(
         return {}
     changed = {node for node, _ in placement.mig_layouts}
     free = {node: Counter(before.by_name[node].ext) for node in changed if node in before.by_name}
-    for (node, index), _ in placement.mig_layouts.items():
+    for (node, index), layout in placement.mig_layouts.items():
         gpu = _gpu(snapshot, node, index)
         if gpu is None or node not in free:
             continue
         for instance in gpu.instances:
-            if not instance.in_use:
+            if not instance.in_use and (instance.profile, instance.start) not in layout:
                 # The device plugin could hand out an instance the change destroys: none is offered.
                 free[node][resource_name(instance.profile)] = -(1 << 30)
     out: dict[str, list[str]] = {}

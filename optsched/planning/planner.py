@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from optsched.capacity.baseline import Baseline
 from optsched.capacity.fragmentation import counted_shapes
-from optsched.capacity.mig_room import most_useful
+from optsched.capacity.mig_choice import most_useful
 from optsched.errors import InputError
 from optsched.model.mig import MigGpu
 from optsched.model.placement import Placement

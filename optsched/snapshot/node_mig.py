@@ -76,24 +76,26 @@ def _desired(obj: dict[str, Any]) -> dict[int, tuple[tuple[str, int], ...]]:
     return out
 
 
-def _change_hold(obj: dict[str, Any], index: int, current: tuple[tuple[str, int], ...]) -> str:
-    """Why a GPU the spec asks to change is held, or "" when it is not asked or already there."""
+def _change_hold(obj: dict[str, Any], index: int, current: tuple[tuple[str, int], ...]) -> tuple[str, bool]:
+    """Why a GPU the spec asks to change is held ("" when it is not asked or already there), and
+    whether the change is still in flight (not failed)."""
     desired = _desired(obj)
     if index not in desired or desired[index] == current:
-        return ""
+        return "", False
     status = get_map(obj, "status.migLayout")
     generation = get_int(obj, "metadata.generation", default=0) or 0
     state = str(status.get("state", ""))
     observed = status.get("observedGeneration")
     if state == "Failed" and observed == generation:
         message = str(status.get("message", ""))[:300]
-        return (
+        why = (
             f"its last MIG layout change failed ({message}); it keeps its layout until spec.migLayout changes"
         )
+        return why, False
     answered = f"{state or 'no state'}" + (
         f", generation {observed} of {generation}" if observed != generation else ""
     )
-    return f"a MIG layout change is in flight ({answered})"
+    return f"a MIG layout change is in flight ({answered})", True
 
 
 def read_mig_gpu(
@@ -116,5 +118,7 @@ def read_mig_gpu(
     else:
         problems = layout_problems(model, [MigSlot(i.profile, i.start) for i in instances])
         hold = f"its current layout breaks the placement rules ({'; '.join(problems)})" if problems else ""
-    hold = hold or _change_hold(obj, index, gpu.layout)
-    return gpu.model_copy(update={"hold": hold}) if hold else gpu
+    change, changing = _change_hold(obj, index, gpu.layout)
+    if hold or change:
+        return gpu.model_copy(update={"hold": hold or change, "changing": changing})
+    return gpu

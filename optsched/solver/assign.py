@@ -33,6 +33,7 @@ from ortools.sat.python import cp_model
 
 from optsched.capacity.prediction import predict_placement
 from optsched.capacity.state import NodeState
+from optsched.mig.layout import resource_name
 from optsched.model.placement import Placement, PodPlacement, WorkloadAssignment
 from optsched.solver.variables import PodSetVars, Variables
 
@@ -104,6 +105,17 @@ class _Node:
         self.start = variables.problem.nodes[n]
         self.state = self.start.copy()
         self.name = self.state.name
+        self._mig_capacity()
+
+    def _mig_capacity(self) -> None:
+        """MIG instances as the chosen layouts leave them (the problem's nodes count the headroom)."""
+        ext = self.state.ext
+        for name, extra in self.vars.problem.mig_headroom.get(self.n, {}).items():
+            ext[name] = ext.get(name, 0) - extra
+        for g in self.vars.mig.on_node(self.n):
+            for p in g.placements:
+                name = resource_name(p.profile)
+                ext[name] = ext.get(name, 0) + self.value(p.var) - int(p.current)
 
     def assign(self, items: list[tuple[PodSetVars, int]]) -> Pods:
         out: Pods = {ps: [] for ps, _ in items}

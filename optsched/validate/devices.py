@@ -184,10 +184,12 @@ def _resources(
         have = node.extended.get(resource, 0) + delta - usage.extended.get(resource, 0)
         # Running pods over what the node advertises count only where the plan adds pods or removes slices.
         after = f" after the plan's MIG layout changes ({delta:+d})" if delta else ""
-        if amount > have and amount > 0:
-            violations.append(
-                f"{where}: {resource} over-committed (plan takes {amount}, {max(0, have)} free{after})"
-            )
+        # Free instances of a GPU whose layout change is in flight may vanish: none is handed out.
+        offered = have - node.mig_unavailable.get(resource, 0)
+        if amount > offered and amount > 0:
+            changing = ", not counting those of GPUs whose layout is changing" if offered < have else ""
+            free = f"{max(0, offered)} free{after}{changing}"
+            violations.append(f"{where}: {resource} over-committed (plan takes {amount}, {free})")
         elif amount > have and delta < 0:
             violations.append(
                 f"{where}: {resource}: running pods hold {usage.extended.get(resource, 0)}, the node has "

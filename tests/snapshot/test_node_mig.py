@@ -62,12 +62,13 @@ def test_a_change_in_flight_or_failed_holds_the_gpus_it_changes_only() -> None:
     ]
     obj["status"]["migLayout"] = {"state": "Applying", "message": "", "observedGeneration": 3}
     gpus = _gpus(obj)
-    assert "in flight (Applying)" in gpus[0].hold
+    assert "in flight (Applying)" in gpus[0].hold and gpus[0].changing
     assert gpus[1].hold == "" and gpus[2].hold == ""  # already as asked; not asked
     obj["status"]["migLayout"] = {"state": "Success", "message": "", "observedGeneration": 2}
     assert "generation 2 of 3" in _gpus(obj)[0].hold
     obj["status"]["migLayout"] = {"state": "Failed", "message": "GPU 0 runs pods", "observedGeneration": 3}
-    assert "failed (GPU 0 runs pods)" in _gpus(obj)[0].hold
+    failed = _gpus(obj)[0]
+    assert "failed (GPU 0 runs pods)" in failed.hold and not failed.changing  # its instances stay usable
 
 
 def test_an_unhealthy_mig_gpu_is_not_planned() -> None:

@@ -13,7 +13,9 @@ Instance = tuple[str, int] | tuple[str, int, bool]
 """(profile, start) or (profile, start, in use)."""
 
 
-def mig_gpu(index: int, *instances: Instance, model: str = "H100-80GB", hold: str = "") -> MigGpu:
+def mig_gpu(
+    index: int, *instances: Instance, model: str = "H100-80GB", hold: str = "", changing: bool = False
+) -> MigGpu:
     return MigGpu(
         index=index,
         uuid=f"GPU-{index}",
@@ -23,6 +25,7 @@ def mig_gpu(index: int, *instances: Instance, model: str = "H100-80GB", hold: st
             for i in instances
         ),
         hold=hold,
+        changing=changing,
     )
 
 

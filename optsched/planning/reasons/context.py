@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
 from optsched.capacity.eligibility import CandidateCache
+from optsched.capacity.mig_room import mig_ceiling
 from optsched.capacity.state import ClusterState, NodeState
 from optsched.kueue.quota import QuotaLedger
 from optsched.model.snapshot import Node, Snapshot, Workload
@@ -42,7 +43,11 @@ class Memo:
         """The node with nothing running (for "can this ever fit")."""
         state = self._empty.get(node.name)
         if state is None:
-            state = self._empty[node.name] = NodeState.from_node(node)
+            state = NodeState.from_node(node)
+            if node.mig_gpus:
+                # An empty node's MIG GPUs can take any layout.
+                state.ext.update(mig_ceiling(node))
+            self._empty[node.name] = state
         return state
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from optsched.capacity.eligibility import Candidates, placement_verdict, size_verdict
+from optsched.capacity.mig_room import mig_ceiling
 from optsched.model.names import GPU_MEM_RESOURCE, GPU_RESOURCE
 from optsched.model.reasons import Reason, ReasonCode
 from optsched.model.snapshot import Node, PodSet, Snapshot
@@ -137,7 +138,8 @@ def _largest_island(node: Node) -> int:
 
 
 def _extended(node: Node, *, name: str) -> int:
-    return node.extended.get(name, 0)
+    # MIG GPUs count with the instances a new layout could give them.
+    return mig_ceiling(node).get(name, 0)
 
 
 def _cpu(node: Node) -> int:

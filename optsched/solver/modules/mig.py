@@ -60,7 +60,11 @@ class MigLayouts:
                 continue
             gpus = [_gpu_vars(ctx, n, gpu, requested) for gpu in plannable(ctx.node(n))]
             ctx.vars.mig.gpus.extend(gpus)
-            _capacity(ctx, n, entries, requested, gpus)
+            # Profiles running pods hold too: a new layout keeps as many instances as they use, even
+            # where the agent has not yet marked which ones are in use.
+            running = ctx.snapshot.usage_of(ctx.node(n).name).extended
+            held = [k for k, v in running.items() if k.startswith(MIG_PREFIX) and v > 0]
+            _capacity(ctx, n, entries, sorted({*requested, *held}), gpus)
             changed.extend(g.changed for g in gpus)
         if not changed or weight == 0:
             return []
@@ -69,7 +73,7 @@ class MigLayouts:
         created = [p.var for g in ctx.vars.mig.gpus for p in g.placements if not p.current]
         per_change = len(created) + 1
         expr = per_change * cp_model.LinearExpr.sum(changed) + cp_model.LinearExpr.sum(created)
-        return [ObjectiveTerm(Stage.MIG_RECONFIGURATION, weight * expr, scale=per_change)]
+        return [ObjectiveTerm(Stage.MIG_RECONFIGURATION, weight * expr, scale=per_change * weight)]
 
 
 def _gpu_vars(ctx: ModelContext, n: int, gpu: MigGpu, requested: list[str]) -> MigGpuVars:
@@ -118,13 +122,12 @@ def _rules(model_: cp_model.CpModel, model: MigModel, placements: list[MigPlacem
             model_.add(cp_model.LinearExpr.sum(own) <= profile.max_instances)
 
 
-def _capacity(
-    ctx: ModelContext, n: int, entries: OnNode, requested: list[str], gpus: list[MigGpuVars]
-) -> None:
+def _capacity(ctx: ModelContext, n: int, entries: OnNode, names: list[str], gpus: list[MigGpuVars]) -> None:
     """Per MIG resource: the pods' requests within the free instances now plus what the layouts change."""
     room = ctx.problem.mig_headroom[n]
-    for name in requested:
-        free_now = ctx.nodes[n].ext.get(name, 0) - room.get(name, 0)
+    for name in names:
+        # Pods holding more than the node advertises (its allocatable lags a change) leave none free.
+        free_now = max(0, ctx.nodes[n].ext.get(name, 0) - room.get(name, 0))
         delta: list[cp_model.LinearExprT] = []
         for g in gpus:
             own = [p for p in g.placements if resource_name(p.profile) == name]
@@ -134,7 +137,8 @@ def _capacity(
             (e.request.extended.get(name, 0), c.y) for e, c in entries if e.request.extended.get(name, 0)
         ]
         used = cp_model.LinearExpr.weighted_sum([v for _, v in demand], [a for a, _ in demand])
-        ctx.model.add(used <= free_now + cp_model.LinearExpr.sum(delta))
+        if demand or delta:
+            ctx.model.add(used <= free_now + cp_model.LinearExpr.sum(delta))
 
 
 def _constant(_: HintView, *, value: int) -> int:

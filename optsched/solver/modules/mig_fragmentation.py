@@ -53,7 +53,9 @@ class MigFragmentation:
                     parts.append(share * _wasted(ctx, g, profile))
         if not parts:
             return []
-        return [ObjectiveTerm(Stage.MIG_FRAGMENTATION, weight * sum(parts, start=0), scale=WEIGHT_SCALE)]
+        return [
+            ObjectiveTerm(Stage.MIG_FRAGMENTATION, weight * sum(parts, start=0), scale=WEIGHT_SCALE * weight)
+        ]
 
 
 def _demand(ctx: ModelContext) -> Counter[str]:

@@ -132,3 +132,53 @@ def test_fragmentation_keeps_free_slices_in_the_shapes_pods_run_in() -> None:
         starts = sorted(start for _, start in _to(plan))
         assert len(starts) == 2 and starts[0] % 2 == 0 and starts[1] == starts[0] + 1, (seed, starts)
         assert MigSlotView(profile="1g.10gb", start=starts[0]) in plan.mig_changes[0].to
+
+
+def test_a_kept_free_instance_is_handed_out_at_once() -> None:
+    # The change keeps the free 1g at 0 and adds a 3g at 4: the 1g workload need not wait.
+    nodes = [mig_node("m1", mig_gpu(0, ("1g.10gb", 0)))]
+    plan = _plan(nodes, [workload("a1g", _mig_pod(G1)), workload("b3g", _mig_pod(G3))])
+    assert admitted(plan) == {"a1g", "b3g"} and _to(plan) == [("1g.10gb", 0), ("3g.40gb", 4)]
+    waits = {w.name: w.waits_for_layout for w in plan.admitted}
+    assert waits == {"default/a1g": [], "default/b3g": ["m1"]}
+
+
+def test_the_free_instances_of_a_gpu_whose_change_is_in_flight_are_not_handed_out() -> None:
+    changing = mig_gpu(
+        0, ("1g.10gb", 0), ("1g.10gb", 1), hold="a MIG layout change is in flight", changing=True
+    )
+    plan = _plan([mig_node("m1", changing)], [workload("a", _mig_pod(G1))])
+    assert admitted(plan) == set() and plan.mig_changes == []
+    greedy = planning.plan(
+        snapshot([mig_node("m1", changing)[0]], [workload("a", _mig_pod(G1))]), policy="bestfit"
+    )
+    assert greedy.admitted == []
+
+
+def test_a_new_layout_keeps_as_many_instances_as_running_pods_use_even_unmarked() -> None:
+    # Usage says a pod holds a 1g, but the agent has not flagged it in use: the 1g stays.
+    node, _ = mig_node("m1", mig_gpu(0, ("1g.10gb", 0)))
+    usage = NodeUsage(extended={G1: 1})
+    plan = _plan([(node, usage)], [workload("big", _mig_pod(G4))])
+    assert admitted(plan) == {"big"}
+    assert sum(1 for p, _ in _to(plan) if p == "1g.10gb") == 1
+
+
+def test_a_mig_workload_a_new_layout_could_serve_is_never_called_impossible() -> None:
+    # One idle H100: the 7g goes first (priority); the 3g waits for capacity, not forever.
+    plan = _plan(
+        [mig_node("m1", mig_gpu(0))],
+        [workload("big", _mig_pod(G7), priority=10), workload("half", _mig_pod(G3))],
+    )
+    assert admitted(plan) == {"big"}
+    half = plan.decision("default/half")
+    assert half is not None and half.reasons and not any(r.permanent for r in half.reasons), half.reasons
+
+
+def test_the_gpus_a_plan_may_change_are_those_its_queue_can_use() -> None:
+    # Only the second node matches the 3g's nodeSelector; with room to change one GPU, it is that node's.
+    first, second = mig_node("m1", mig_gpu(0)), mig_node("m2", mig_gpu(0))
+    picky = workload("w", pods(1, 0, extended={G3: 1}, node_selector={"kubernetes.io/hostname": "m2"}))
+    one = FAST.model_copy(update={"mig_changeable_gpus": 1})
+    plan = _plan([first, second], [picky], one)
+    assert admitted(plan) == {"w"} and [c.node for c in plan.mig_changes] == ["m2"]
