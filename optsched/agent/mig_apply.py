@@ -7,19 +7,28 @@ placements, so the apply is a small state machine per node:
 1. read the instances of the GPUs in the desired layout; a GPU whose
    ``(profile, start)`` set already matches is left alone;
 2. refuse, touching nothing, when a changed GPU's layout breaks the model's
-   rules (every reason is reported), when it runs pods, or when one of its
-   instances is in use;
+   rules (every reason is reported), when a pod holds the GPU whole, or when
+   the layout removes an instance that is, or may be, in use
+   (:class:`~optsched.agent.mig_users.Holders`); instances the layout keeps
+   may be in use;
 3. write the journal (checkpoint of the changed GPUs, the desired layout,
    progress) durably before the first call;
 4. per changed GPU: destroy the instances not wanted, create the missing ones
    at their placements largest first, verify the GPU holds exactly the desired
-   set, record the progress;
-5. on any failure restore the checkpoint on the GPUs touched and report
-   ``Failed`` with the reason and whether the restore worked; delete the
-   journal (it is kept only when the restore itself failed).
+   set, record the progress; an instance in both layouts is never touched;
+5. on any failure undo the apply on the GPUs touched: destroy only what it
+   created, re-create only what it destroyed, verify the checkpoint, and
+   report ``Failed`` with the reason and whether the restore worked; delete
+   the journal (it is kept only when the restore itself failed).
 
-:func:`recover` handles a journal left by a crash: it restores the checkpoint
-(the next pass applies the layout again).
+NVML creates and destroys single GPU instances while other instances of the
+same GPU run work; only an instance being destroyed must be idle (NVIDIA MIG
+user guide, "Destroying GPU Instances":
+docs.nvidia.com/datacenter/tesla/mig-user-guide/). So a GPU that keeps
+instances in use can still change around them.
+
+:func:`recover` handles a journal left by a crash: it undoes the apply in the
+same way (the next pass applies the layout again).
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from optsched.agent.mig_journal import (
     read_journal,
     write_journal,
 )
+from optsched.agent.mig_users import Holders
 from optsched.mig.layout import MigSlot, layout_problems
 from optsched.mig.profiles import MigModel
 
@@ -87,10 +97,10 @@ def apply_layout(
     mig: MigControl,
     models: Mapping[int, MigModel | None],
     desired: Mapping[int, Sequence[MigSlot]],
-    busy: frozenset[int],
+    holders: Holders,
     journal: Path,
 ) -> MigApplyResult:
-    """Bring the GPUs in ``desired`` to their layouts; ``busy``: GPUs that run pods (never changed)."""
+    """Bring the GPUs in ``desired`` to their layouts, never removing what ``holders`` says is in use."""
     if journal.exists():
         return MigApplyResult(
             "Failed", f"an interrupted MIG apply left its journal {journal}; it is recovered first", ()
@@ -102,7 +112,7 @@ def apply_layout(
     changed = changed_gpus(current, desired)
     if not changed:
         return MigApplyResult("Success", "the MIG layout is already in place", ())
-    refusals = _refusals(models, desired, busy, current, changed)
+    refusals = _refusals(models, desired, holders, current, changed)
     if refusals:
         return MigApplyResult("Failed", "refused, nothing was changed: " + "; ".join(refusals), changed)
     plan = Journal(
@@ -123,7 +133,7 @@ def apply_layout(
 def _refusals(
     models: Mapping[int, MigModel | None],
     desired: Mapping[int, Sequence[MigSlot]],
-    busy: frozenset[int],
+    holders: Holders,
     current: Mapping[int, tuple[MigInstance, ...]],
     changed: tuple[int, ...],
 ) -> list[str]:
@@ -134,13 +144,7 @@ def _refusals(
             reasons.append(f"GPU {gpu}: its product has no MIG profile table, so it takes no MIG layout")
         else:
             reasons.extend(f"GPU {gpu}: {problem}" for problem in layout_problems(model, desired[gpu]))
-        if gpu in busy:
-            reasons.append(f"GPU {gpu} runs pods; its layout changes once no pod is placed on it")
-        reasons.extend(
-            f"GPU {gpu}: the MIG instance {i.profile} at start {i.start} is in use"
-            for i in current[gpu]
-            if i.in_use
-        )
+        reasons.extend(holders.blocking(gpu, current[gpu], desired[gpu]))
     return reasons
 
 
@@ -187,29 +191,64 @@ def _largest_first(slots: Iterable[JournalSlot]) -> list[JournalSlot]:
 
 
 def _converge(mig: MigControl, gpu: int, want: tuple[JournalSlot, ...]) -> None:
-    """Destroy what ``gpu`` holds beyond ``want``, create what it lacks (largest first), then verify."""
+    """Destroy what ``gpu`` holds beyond ``want``, create what it lacks (largest first), then verify.
+
+    An instance in ``want`` is left as it is; one to destroy that came into use
+    since the checks stops the apply (it is never destroyed).
+    """
     wanted = {(s.profile, s.start) for s in want}
     have = set()
     for instance in mig.instances(gpu):
         if (instance.profile, instance.start) in wanted:
             have.add((instance.profile, instance.start))
+        elif instance.in_use:
+            raise BackendError(
+                f"GPU {gpu}: the MIG instance {instance.profile} at start {instance.start} came into use; "
+                "it is not destroyed"
+            )
         else:
             mig.destroy(gpu, instance.start)
     for slot in _largest_first(want):
         if (slot.profile, slot.start) not in have:
             mig.create(gpu, slot.profile, slot.start)
+    _verify(mig, gpu, want)
+
+
+def _undo(
+    mig: MigControl, gpu: int, before: tuple[JournalSlot, ...], wanted: tuple[JournalSlot, ...]
+) -> None:
+    """Bring ``gpu`` back to ``before``: destroy only what the apply made, re-create only what it destroyed.
+
+    An instance in both layouts (kept by the apply) is never touched, nor is
+    one in neither (not the apply's: a mismatch that needs a person).
+    """
+    keep = {(s.profile, s.start) for s in before}
+    made = {(s.profile, s.start) for s in wanted} - keep
+    have = set()
+    for instance in mig.instances(gpu):
+        if (instance.profile, instance.start) in made:
+            mig.destroy(gpu, instance.start)
+        else:
+            have.add((instance.profile, instance.start))
+    for slot in _largest_first(before):
+        if (slot.profile, slot.start) not in have:
+            mig.create(gpu, slot.profile, slot.start)
+    _verify(mig, gpu, before)
+
+
+def _verify(mig: MigControl, gpu: int, want: tuple[JournalSlot, ...]) -> None:
     got = mig.instances(gpu)
     if _key(got) != _key(want):
         found = _describe(JournalSlot(i.profile, i.start, i.size) for i in got)
         raise _Mismatch(f"GPU {gpu} holds {found} after the apply, expected {_describe(want)}")
 
 
-def _restore(mig: MigControl, checkpoint: Mapping[int, tuple[JournalSlot, ...]]) -> list[str]:
-    """Put each GPU back to its checkpoint; one sentence per GPU that could not be restored."""
+def _restore(mig: MigControl, plan: Journal, gpus: Iterable[int]) -> list[str]:
+    """Undo the apply on ``gpus``; one sentence per GPU that could not be restored."""
     problems = []
-    for gpu in sorted(checkpoint):
+    for gpu in sorted(gpus):
         try:
-            _converge(mig, gpu, checkpoint[gpu])
+            _undo(mig, gpu, plan.checkpoint[gpu], plan.desired.get(gpu, ()))
         except (BackendError, _Mismatch) as exc:
             problems.append(f"GPU {gpu} needs attention, its layout could not be restored: {exc}")
     return problems
@@ -218,7 +257,7 @@ def _restore(mig: MigControl, checkpoint: Mapping[int, tuple[JournalSlot, ...]])
 def _roll_back(
     mig: MigControl, plan: Journal, journal: Path, touched: list[int], changed: tuple[int, ...], reason: str
 ) -> MigApplyResult:
-    problems = _restore(mig, {gpu: plan.checkpoint[gpu] for gpu in touched})
+    problems = _restore(mig, plan, touched)
     if problems:
         return MigApplyResult(
             "Failed",
@@ -253,7 +292,7 @@ def recover(mig: MigControl, journal: Path) -> MigApplyResult | None:
     if plan is None:
         return None
     changed = tuple(sorted(plan.checkpoint))
-    problems = _restore(mig, {gpu: plan.checkpoint[gpu] for gpu in plan.touched if gpu in plan.checkpoint})
+    problems = _restore(mig, plan, [gpu for gpu in plan.touched if gpu in plan.checkpoint])
     if problems:
         return MigApplyResult(
             "Failed",

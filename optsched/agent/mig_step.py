@@ -3,10 +3,13 @@
 The states follow NVIDIA's mig-manager (``pending`` -> ``success``/``failed``)
 with one more step: a change is first published as ``Applying`` and made on
 the next pass, so the controller sees a GPU leave service before it changes.
-``Pending`` means the change waits for pods to leave the GPUs (the controller
-drains by no longer planning there); ``Failed`` is not retried until the spec
-changes (its ``metadata.generation`` moves). An apply interrupted by a crash
-is rolled back on the agent's first pass, then made again.
+A change may go ahead while pods use other instances of the GPU: only the
+instances it removes must be free (``optsched.agent.mig_users``), and the
+instances it keeps are never touched. ``Pending`` means the change waits for
+a removed instance (or a whole-GPU pod) to be given up, and names who holds
+it; ``Failed`` is not retried until the spec changes (its
+``metadata.generation`` moves). An apply interrupted by a crash is rolled
+back on the agent's first pass, then made again.
 """
 
 from __future__ import annotations
@@ -20,12 +23,11 @@ from typing import TYPE_CHECKING, Any
 from optsched.agent.devices import Discovery
 from optsched.agent.mig_apply import apply_layout, changed_gpus
 from optsched.agent.mig_spec import MigSpecError, MigStatus, desired_layout, previous_status
+from optsched.agent.mig_users import Holders, holders
 from optsched.agent.podresources import PodDevices
-from optsched.agent.publish import device_index
 from optsched.mig.layout import MigSlot, layout_problems
 from optsched.mig.profiles import model_for
 from optsched.model.events import EventType
-from optsched.model.names import MIG_PREFIX
 
 if TYPE_CHECKING:  # the agent holds the backend and journal this step uses; imported for types only
     from optsched.agent.cycle import NodeAgent, NodeView
@@ -55,47 +57,6 @@ class _Events:
 
     def add(self, reason: str, message: str, kind: EventType = EventType.NORMAL) -> None:
         self.items.append(MigEvent(reason, message, kind))
-
-
-def _slice_users(pods: Sequence[Mapping[str, Any]], discovery: Discovery) -> dict[int, list[str]]:
-    """GPUs offering a MIG profile some pod on the node asks for: busy, whichever slice it got.
-
-    A simulated node hands out no MIG devices, so which slice a pod holds is
-    unknown there; every GPU with an instance of its profile is kept as it is.
-    """
-    out: dict[int, list[str]] = {}
-    for pod in pods:
-        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-        wanted = {
-            key.removeprefix(MIG_PREFIX)
-            for container in spec.get("containers") or []
-            if isinstance(container, dict)
-            for part in ("limits", "requests")
-            for key in (container.get("resources") or {}).get(part) or {}
-            if isinstance(key, str) and key.startswith(MIG_PREFIX)
-        }
-        for gpu in discovery.gpus:
-            if wanted & {m.profile for m in gpu.mig_instances}:
-                out.setdefault(gpu.index, []).append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-    return out
-
-
-def _busy(
-    held: Sequence[PodDevices], discovery: Discovery, pods: Sequence[Mapping[str, Any]]
-) -> dict[int, list[str]]:
-    """GPU index -> the pods holding it (whole or a slice of it)."""
-    index = device_index(discovery)
-    out = _slice_users(pods, discovery)
-    for pod in held:
-        for container in pod.containers:
-            for _, ids in container.devices:
-                for device in ids:
-                    if device in index:
-                        out.setdefault(index[device], []).append(f"{pod.namespace}/{pod.name}")
-    for gpu in discovery.gpus:
-        if any(m.in_use for m in gpu.mig_instances):
-            out.setdefault(gpu.index, []).append("a process using one of its MIG instances")
-    return out
 
 
 def _interruptions(agent: NodeAgent, generation: int, rolled_back: bool) -> int:
@@ -146,17 +107,19 @@ def mig_step(
         problems.append(f"an apply of this layout was interrupted {MAX_INTERRUPTIONS} times; not retried")
     if problems:
         return _failed(generation, "; ".join(problems), previous, events)
-    busy = _busy(held, discovery, view.pods)
-    waiting = {gpu: busy[gpu] for gpu in changed if gpu in busy}
-    if waiting:
-        who = "; ".join(f"GPU {g}: {', '.join(sorted(set(p)))}" for g, p in sorted(waiting.items()))
-        return MigOutcome(
-            MigStatus("Pending", f"waiting for the GPUs to be idle ({who})", generation), tuple(events.items)
-        )
+    who = holders(held, discovery, view.pods)
+    blocked = [
+        reason
+        for gpu in changed
+        for reason in who.blocking(gpu, discovery.by_index(gpu).mig_instances, desired[gpu])
+    ]
+    if blocked:
+        message = f"waiting until nothing uses what the change removes ({'; '.join(blocked)})"
+        return MigOutcome(MigStatus("Pending", message, generation), tuple(events.items))
     if not (previous and previous.state == "Applying" and previous.observed_generation == generation):
         message = f"changing GPUs {', '.join(str(g) for g in changed)}"
         return MigOutcome(MigStatus("Applying", message, generation), tuple(events.items))
-    return _apply(agent, desired, changed, discovery, generation, events)
+    return _apply(agent, desired, changed, discovery, who, generation, events)
 
 
 def _problems(
@@ -184,13 +147,14 @@ def _apply(
     desired: Mapping[int, Sequence[MigSlot]],
     changed: list[int],
     discovery: Discovery,
+    who: Holders,
     generation: int,
     events: _Events,
 ) -> MigOutcome:
     assert agent.journal is not None
     models = {g.index: model_for(g.product, g.memory_mib) for g in discovery.gpus}
     wanted = {gpu: list(desired[gpu]) for gpu in changed}
-    result = apply_layout(agent.backend.mig, models, wanted, frozenset(), agent.journal)
+    result = apply_layout(agent.backend.mig, models, wanted, who, agent.journal)
     if result.state == "Success":
         events.add("MIGLayoutApplied", f"MIG layout applied on GPUs {', '.join(map(str, result.changed))}")
         return MigOutcome(MigStatus("Success", result.message, generation), tuple(events.items), True)

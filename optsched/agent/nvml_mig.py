@@ -6,6 +6,14 @@ then filled with one compute instance. Profiles are found by the name NVML
 gives them (``MIG 1g.10gb``), so nothing here hard-codes a model's profile
 IDs; which layouts are valid is decided before this module is called (the
 MIG tables in ``optsched.mig``).
+
+One instance is created or destroyed at a time, whatever else the GPU holds:
+once a GPU is in MIG mode its GPU and compute instances are configured
+dynamically, while the other instances keep running work; only the instance
+being destroyed must be idle, else NVML refuses with ``In Use`` (NVIDIA
+Multi-Instance GPU User Guide, "Destroying GPU Instances",
+https://docs.nvidia.com/datacenter/tesla/mig-user-guide/). An instance is
+reported ``in_use`` while a process runs on its MIG device.
 """
 
 from __future__ import annotations

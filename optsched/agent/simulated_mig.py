@@ -9,9 +9,11 @@ JSON file (written to a temporary file and renamed over the old one), so they
 survive a restart of the agent as real instances survive it. One
 :class:`SimulatedMig` owns its file.
 
+As on real hardware (``optsched.agent.nvml_mig``), one instance is created or
+destroyed at a time and the GPU's other instances stay exactly as they are.
 MIG UUIDs are deterministic (``MIG-`` + a UUID5 of node, GPU, start and
 profile), so a re-created instance gets its old UUID back. Pods are tracked
-elsewhere; ``in_use`` is always False here.
+elsewhere (``optsched.agent.mig_users``); ``in_use`` is always False here.
 
 Test hook: ``crash_after_creates=N`` ends the process with ``os._exit(137)``
 (as a SIGKILL would) right after the N-th successful create in this process,

@@ -8,7 +8,8 @@ counts calls per kind (``instances``, ``create``, ``destroy``) from 1:
 * ``silent={3}``: the 3rd create reports success but creates nothing (a verify mismatch);
 * ``crash=("destroy", 1)``: the 1st destroy raises :class:`Crash`, a ``BaseException``
   that the apply does not catch, as a killed process would stop it;
-* ``in_use={1}``: every instance of GPU 1 reads as in use.
+* ``in_use={1}``: every instance of GPU 1 reads as in use;
+  ``in_use_at={(0, 4)}``: the instance of GPU 0 at start 4 does.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class FaultyMig:
     silent: set[int] = field(default_factory=set)
     crash: tuple[str, int] | None = None
     in_use: set[int] = field(default_factory=set)
+    in_use_at: set[tuple[int, int]] = field(default_factory=set)
     calls: Counter[str] = field(default_factory=Counter)
     log: list[tuple[str, int, str, int]] = field(default_factory=list)
     """(kind, gpu, profile, start) of every create and destroy that went through."""
@@ -49,9 +51,10 @@ class FaultyMig:
     def instances(self, gpu: int) -> tuple[MigInstance, ...]:
         self._tick("instances")
         found = self.inner.instances(gpu)
-        if gpu in self.in_use:
-            return tuple(replace(i, in_use=True) for i in found)
-        return found
+        return tuple(
+            replace(i, in_use=True) if gpu in self.in_use or (gpu, i.start) in self.in_use_at else i
+            for i in found
+        )
 
     def create(self, gpu: int, profile: str, start: int) -> MigInstance:
         n = self._tick("create")

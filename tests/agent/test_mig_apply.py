@@ -11,6 +11,7 @@ import pytest
 from optsched.agent import mig_apply, mig_journal
 from optsched.agent.mig_apply import MigApplyResult, apply_layout, recover
 from optsched.agent.mig_journal import read_journal
+from optsched.agent.mig_users import NO_HOLDERS, Holders
 from optsched.agent.simulated_mig import SimulatedMig
 from optsched.mig.layout import MigSlot
 from tests.agent.faulty_mig import Crash, FaultyMig
@@ -53,10 +54,10 @@ def _desired(layout: Layout) -> dict[int, list[MigSlot]]:
 
 
 def _apply(
-    mig: FaultyMig | SimulatedMig, journal: Path, layout: Layout = WANTED, busy: frozenset[int] = frozenset()
+    mig: FaultyMig | SimulatedMig, journal: Path, layout: Layout = WANTED, holders: Holders = NO_HOLDERS
 ) -> MigApplyResult:
     inner = mig.inner if isinstance(mig, FaultyMig) else mig
-    return apply_layout(mig, inner.models, _desired(layout), busy, journal)
+    return apply_layout(mig, inner.models, _desired(layout), holders, journal)
 
 
 @pytest.fixture
@@ -111,22 +112,22 @@ def test_a_repeated_slot_is_a_change_and_is_refused(journal: Path) -> None:
     assert result.state == "Failed" and "overlap" in result.message and mig.log == []
 
 
-def test_a_gpu_that_runs_pods_is_refused_and_nothing_is_touched(journal: Path) -> None:
+def test_a_gpu_held_whole_by_a_pod_is_refused_and_nothing_is_touched(journal: Path) -> None:
     mig = FaultyMig(_node())
-    result = _apply(mig, journal, busy=frozenset({1, 2}))
+    result = _apply(mig, journal, holders=Holders(whole={1: ("team/a",), 2: ("team/b",)}))
     assert result.state == "Failed" and result.changed == (0, 1)
-    assert "refused, nothing was changed: GPU 1 runs pods" in result.message
+    assert "refused, nothing was changed: GPU 1 is held whole by team/a" in result.message
     assert "GPU 2" not in result.message, "an unchanged busy GPU is no reason to refuse"
     assert mig.log == [] and not journal.exists()
     assert _state(mig.inner) == _sorted(BEFORE)
 
 
-def test_a_gpu_with_an_instance_in_use_is_refused(journal: Path) -> None:
+def test_a_layout_removing_instances_in_use_is_refused(journal: Path) -> None:
     mig = FaultyMig(_node(), in_use={0})
     result = _apply(mig, journal)
     assert result.state == "Failed"
-    assert "GPU 0: the MIG instance 3g.40gb at start 0 is in use" in result.message
-    assert "GPU 0: the MIG instance 3g.40gb at start 4 is in use" in result.message
+    assert "GPU 0: the layout removes 3g.40gb at start 0, in use by a process (NVML)" in result.message
+    assert "GPU 0: the layout removes 3g.40gb at start 4, in use by a process (NVML)" in result.message
     assert mig.log == [] and not journal.exists()
 
 
@@ -143,7 +144,7 @@ def test_an_invalid_layout_is_refused_with_every_reason(journal: Path) -> None:
 
 def test_a_gpu_without_a_mig_table_is_refused(journal: Path) -> None:
     inner = SimulatedMig([A100_80, "Tesla-T4"], 81920, None, "n1")
-    result = apply_layout(inner, inner.models, _desired({1: [("1g.10gb", 0)]}), frozenset(), journal)
+    result = apply_layout(inner, inner.models, _desired({1: [("1g.10gb", 0)]}), NO_HOLDERS, journal)
     assert result.state == "Failed" and "GPU 1: its product has no MIG profile table" in result.message
 
 
