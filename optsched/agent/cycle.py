@@ -240,7 +240,7 @@ class NodeAgent:
             "backend": self.backend_name,
             "driverVersion": discovery.driver_version,
             "nvlinkIslands": [list(g) for g in groups],
-            "gpus": gpus_view(discovery, groups, self.health),
+            "gpus": gpus_view(discovery, groups, self.health, held),
             "pods": pods_view(held, discovery),
         }
         if mig is not None and mig.status is not None:

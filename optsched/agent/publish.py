@@ -42,18 +42,25 @@ def topology_annotation(
     return json.dumps(value, separators=(",", ":"))
 
 
-def _mig_view(gpu: GpuDevice) -> dict[str, Any]:
+def _mig_view(gpu: GpuDevice, held: frozenset[str]) -> dict[str, Any]:
+    """MIG mode and instances; an instance is in use when NVML reports work on it or a pod holds it."""
     return {
         "capable": gpu.mig_capable,
         "enabled": gpu.mig_enabled,
         "instances": [
-            {"profile": m.profile, "start": m.start, "size": m.size, "uuid": m.uuid, "inUse": m.in_use}
+            {
+                "profile": m.profile,
+                "start": m.start,
+                "size": m.size,
+                "uuid": m.uuid,
+                "inUse": m.in_use or bool(m.uuid and m.uuid in held),
+            }
             for m in sorted(gpu.mig_instances, key=lambda m: m.start)
         ],
     }
 
 
-def _gpu_view(gpu: GpuDevice, island: int, health: GpuHealth) -> dict[str, Any]:
+def _gpu_view(gpu: GpuDevice, island: int, health: GpuHealth, held: frozenset[str]) -> dict[str, Any]:
     return {
         "index": gpu.index,
         "minor": gpu.minor,
@@ -65,7 +72,7 @@ def _gpu_view(gpu: GpuDevice, island: int, health: GpuHealth) -> dict[str, Any]:
         "memoryMiB": gpu.memory_mib,
         "clique": gpu.clique,
         "health": {"state": health.state, "reason": health.reason},
-        "mig": _mig_view(gpu),
+        "mig": _mig_view(gpu, held),
     }
 
 
@@ -104,11 +111,16 @@ def pods_view(pods: Sequence[PodDevices], discovery: Discovery) -> list[dict[str
 
 
 def gpus_view(
-    discovery: Discovery, islands: Sequence[Sequence[int]], health: Mapping[int, GpuHealth]
+    discovery: Discovery,
+    islands: Sequence[Sequence[int]],
+    health: Mapping[int, GpuHealth],
+    held: Sequence[PodDevices] = (),
 ) -> list[dict[str, Any]]:
+    """``status.gpus``; ``held``: the devices pods hold (their MIG instances are in use)."""
     island_of = {gpu: number for number, island in enumerate(islands) for gpu in island}
+    uuids = frozenset(d for pod in held for c in pod.containers for _, ids in c.devices for d in ids)
     return [
-        _gpu_view(g, island_of.get(g.index, -1), health.get(g.index, HEALTHY))
+        _gpu_view(g, island_of.get(g.index, -1), health.get(g.index, HEALTHY), uuids)
         for g in sorted(discovery.gpus, key=lambda g: g.index)
     ]
 

@@ -62,7 +62,7 @@ class MigFragmentation:
         if not parts and not opened:
             return []
         # Opening an idle GPU costs more than any fragmentation: the stage is lexicographic inside.
-        expr = (most + 1) * cp_model.LinearExpr.sum(opened) + sum(parts, start=0)
+        expr = cp_model.LinearExpr.sum([(most + 1) * cp_model.LinearExpr.sum(opened), *parts])
         return [ObjectiveTerm(Stage.MIG_FRAGMENTATION, weight * expr, scale=WEIGHT_SCALE * weight)]
 
 
