@@ -215,6 +215,9 @@ def test_a_node_bound_token_writes_its_own_nodegpus(cluster: E2ECluster, nodes: 
             NGPU, "NodeGPUs", a.name, {"status": {"heartbeat": "2026-12-01T13:00:30Z"}}, subresource="status"
         )
         assert patched["status"]["heartbeat"] == "2026-12-01T13:00:30Z"
+        record = {"metadata": {"annotations": {"optsched.io/mig-changes": "[]"}}}
+        denied(lambda: agent.patch(NGPU, "NodeGPUs", a.name, record), "may write only the status")
+        denied(lambda: agent.patch(NGPU, "NodeGPUs", a.name, {"spec": {"migLayout": []}}), "only the status")
     stored = cluster.get(NGPU, "NodeGPUs", a.name)
     assert stored and stored["status"]["pods"][0]["containers"][0]["gpuIndices"] == [0]
 

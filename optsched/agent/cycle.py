@@ -24,6 +24,7 @@ from optsched.agent.held import HeldDevices
 from optsched.agent.islands import islands
 from optsched.agent.mig_apply import recover
 from optsched.agent.mig_step import MigOutcome, mig_step
+from optsched.agent.mig_users import holders
 from optsched.agent.podresources import PodDevices
 from optsched.agent.publish import (
     advertised_resources,
@@ -240,7 +241,9 @@ class NodeAgent:
             "backend": self.backend_name,
             "driverVersion": discovery.driver_version,
             "nvlinkIslands": [list(g) for g in groups],
-            "gpus": gpus_view(discovery, groups, self.health, held),
+            "gpus": gpus_view(
+                discovery, groups, self.health, frozenset(holders(held, discovery, view.pods).instances)
+            ),
             "pods": pods_view(held, discovery),
         }
         if mig is not None and mig.status is not None:

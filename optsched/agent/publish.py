@@ -9,7 +9,7 @@ does not run, the GFD labels the planner matches products with.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from optsched.agent.devices import Discovery, GpuDevice
@@ -42,8 +42,9 @@ def topology_annotation(
     return json.dumps(value, separators=(",", ":"))
 
 
-def _mig_view(gpu: GpuDevice, held: frozenset[str]) -> dict[str, Any]:
-    """MIG mode and instances; an instance is in use when NVML reports work on it or a pod holds it."""
+def _mig_view(gpu: GpuDevice, busy: Collection[tuple[int, int]]) -> dict[str, Any]:
+    """MIG mode and instances; an instance is in use when NVML reports work on it or a pod holds (or,
+    where which instance a pod got is not known, may hold) it: the planner keeps those where they are."""
     return {
         "capable": gpu.mig_capable,
         "enabled": gpu.mig_enabled,
@@ -53,14 +54,16 @@ def _mig_view(gpu: GpuDevice, held: frozenset[str]) -> dict[str, Any]:
                 "start": m.start,
                 "size": m.size,
                 "uuid": m.uuid,
-                "inUse": m.in_use or bool(m.uuid and m.uuid in held),
+                "inUse": m.in_use or (gpu.index, m.start) in busy,
             }
             for m in sorted(gpu.mig_instances, key=lambda m: m.start)
         ],
     }
 
 
-def _gpu_view(gpu: GpuDevice, island: int, health: GpuHealth, held: frozenset[str]) -> dict[str, Any]:
+def _gpu_view(
+    gpu: GpuDevice, island: int, health: GpuHealth, busy: Collection[tuple[int, int]]
+) -> dict[str, Any]:
     return {
         "index": gpu.index,
         "minor": gpu.minor,
@@ -72,7 +75,7 @@ def _gpu_view(gpu: GpuDevice, island: int, health: GpuHealth, held: frozenset[st
         "memoryMiB": gpu.memory_mib,
         "clique": gpu.clique,
         "health": {"state": health.state, "reason": health.reason},
-        "mig": _mig_view(gpu, held),
+        "mig": _mig_view(gpu, busy),
     }
 
 
@@ -114,13 +117,12 @@ def gpus_view(
     discovery: Discovery,
     islands: Sequence[Sequence[int]],
     health: Mapping[int, GpuHealth],
-    held: Sequence[PodDevices] = (),
+    busy: Collection[tuple[int, int]] = (),
 ) -> list[dict[str, Any]]:
-    """``status.gpus``; ``held``: the devices pods hold (their MIG instances are in use)."""
+    """``status.gpus``; ``busy``: ``(GPU, start)`` of the MIG instances pods hold or may hold."""
     island_of = {gpu: number for number, island in enumerate(islands) for gpu in island}
-    uuids = frozenset(d for pod in held for c in pod.containers for _, ids in c.devices for d in ids)
     return [
-        _gpu_view(g, island_of.get(g.index, -1), health.get(g.index, HEALTHY), uuids)
+        _gpu_view(g, island_of.get(g.index, -1), health.get(g.index, HEALTHY), busy)
         for g in sorted(discovery.gpus, key=lambda g: g.index)
     ]
 

@@ -150,7 +150,12 @@ class _Node:
         return f"the node agent says {n.state}" + (f" ({n.message})" if n.message else "")
 
     def restore(self, gpu: int, outcome: str | None, message: str) -> None:
-        self.spec[gpu] = self.node.now(gpu)
+        if gpu in self.node.current:
+            self.spec[gpu] = self.node.now(gpu)
+        else:
+            # The agent reports no MIG layout for it now: an empty entry would ask for MIG and no
+            # instances, so the entry goes (absent: the agent leaves the GPU alone).
+            self.spec.pop(gpu, None)
         self.records.pop(gpu, None)
         if outcome is not None:
             self.outcomes.append((outcome, gpu))
@@ -186,7 +191,12 @@ def _follow(acc: _Node, record: ChangeRecord, workloads: Mapping[str, WorkloadVi
             acc.events.extend(_workload_events(record, workloads, message))
         return
     waiting = [k for k, uid in record.workloads.items() if _waits(workloads.get(k), uid)]
-    if not n.applying and not waiting:
+    if n.applying and n.silent(acc.now, timeout):
+        # An agent that said Applying and then went quiet for the whole start timeout is gone (or
+        # its node is): the change is dropped and its workloads planned again.
+        message = f"{where}: MIG layout change dropped, the node agent has been silent for {timeout:.0f}s"
+        acc.restore(gpu, Outcome.DROPPED, message)
+    elif not n.applying and not waiting:
         acc.restore(gpu, Outcome.DROPPED, f"{where}: MIG layout change dropped, no workload waits for it")
     elif not n.applying and acc.now - record.written_at > timeout:
         message = f"{where}: MIG layout change dropped, the node agent did not start it in {timeout:.0f}s"

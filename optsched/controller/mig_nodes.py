@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from optsched.model.names import MIG_PREFIX, NODE_GPUS_KIND
@@ -144,6 +145,8 @@ class MigNode:
     record_problem: str | None = None
     advertised: Mapping[str, int] = field(default_factory=dict)
     """The Node's allocatable ``nvidia.com/mig-<profile>`` counts."""
+    heartbeat: float | None = None
+    """When the agent last published (``status.heartbeat``, epoch seconds); None if unreadable."""
 
     @property
     def answered(self) -> bool:
@@ -156,7 +159,13 @@ class MigNode:
 
     @property
     def applying(self) -> bool:
-        return self.answered and self.state == "Applying"
+        """The agent said ``Applying``, for this generation or an earlier one: it may be changing GPUs
+        now (it publishes again only once the apply is over), so nothing it works on is taken back."""
+        return self.state == "Applying"
+
+    def silent(self, now: float, limit: float) -> bool:
+        """The agent's last publication (``status.heartbeat``) is more than ``limit`` seconds old."""
+        return self.heartbeat is not None and now - self.heartbeat > limit
 
     def desired(self, gpu: int) -> Layout | None:
         return (self.spec or {}).get(gpu)
@@ -247,7 +256,18 @@ def read_mig_node(obj: Mapping[str, Any], node: Mapping[str, Any] | None = None)
         records=records,
         record_problem=record_problem,
         advertised=_advertised(node),
+        heartbeat=_when((status or {}).get("heartbeat")),
     )
+
+
+def _when(value: object) -> float | None:
+    """An RFC 3339 timestamp as epoch seconds; None where it does not parse."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _name(obj: Mapping[str, Any]) -> str:

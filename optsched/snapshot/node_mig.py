@@ -25,7 +25,9 @@ from typing import Any
 from optsched.errors import InputError
 from optsched.mig.layout import MigSlot, layout_problems
 from optsched.mig.profiles import model_for
-from optsched.model.mig import MigGpu, MigInstanceState
+from optsched.model.mig import MigGpu, MigInstanceState, mig_resource
+from optsched.model.names import MIG_PREFIX
+from optsched.model.snapshot import Node
 from optsched.snapshot.fields import as_list, as_map, as_str, describe, get_int, get_list, get_map
 
 MAX_START = 7
@@ -122,3 +124,35 @@ def read_mig_gpu(
     if hold or change:
         return gpu.model_copy(update={"hold": hold or change, "changing": changing})
     return gpu
+
+
+def advertised_as_reported(node: Node) -> Node:
+    """The node with its MIG allocatable no higher than the instances its NodeGPUs reports.
+
+    After a layout change NVIDIA's device plugin advertises the new instances
+    only once it has restarted: until then the Node's ``nvidia.com/mig-*``
+    counts and the GPUs' instances disagree. Each profile then counts the
+    smaller of the two (a pod is never promised an instance that is gone or
+    not yet advertised), and no MIG GPU of the node gets a new layout until
+    they agree, so changes are not stacked on one the node has not taken up.
+    """
+    if not node.mig_gpus:
+        return node
+    reported: dict[str, int] = {}
+    for gpu in node.mig_gpus:
+        for instance in gpu.instances:
+            name = mig_resource(instance.profile)
+            reported[name] = reported.get(name, 0) + 1
+    advertised = {k: v for k, v in node.extended.items() if k.startswith(MIG_PREFIX)}
+    if advertised == reported:
+        return node
+    extended = {k: v for k, v in node.extended.items() if not k.startswith(MIG_PREFIX)}
+    extended.update({k: min(v, reported.get(k, 0)) for k, v in advertised.items()})
+    differ = ", ".join(
+        f"{k.removeprefix(MIG_PREFIX)} {advertised.get(k, 0)} advertised / {reported.get(k, 0)} reported"
+        for k in sorted(set(advertised) | set(reported))
+        if advertised.get(k, 0) != reported.get(k, 0)
+    )
+    why = f"the node does not advertise its GPUs' MIG instances yet ({differ})"
+    gpus = tuple(g if g.hold else g.model_copy(update={"hold": why}) for g in node.mig_gpus)
+    return node.model_copy(update={"extended": extended, "mig_gpus": gpus})

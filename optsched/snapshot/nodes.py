@@ -23,6 +23,7 @@ from optsched.snapshot.fields import describe, get_list, get_map, get_str, strin
 from optsched.snapshot.gpu_count import gpu_index_space
 from optsched.snapshot.hami import HamiNode, read_register
 from optsched.snapshot.node_gpus import NodeGpuFacts
+from optsched.snapshot.node_mig import advertised_as_reported
 from optsched.snapshot.quantity import count, cpu_milli, memory_mib
 from optsched.snapshot.scheduling import parse_taints
 from optsched.topology.gpu_topology import GpuTopology, no_nvlink, parse_gpu_topology
@@ -84,6 +85,7 @@ def parse_node(
         gpu_mode=gpus.mode,
         mig_gpus=_mig_gpus(facts, gpus),
     )
+    node = advertised_as_reported(node)
     if hami is None:
         return node, notes
     advertised = quantity(GPU_RESOURCE, count)

@@ -181,6 +181,17 @@ def test_a_change_being_applied_is_never_dropped() -> None:
     applying = mig_node_gpus("n1", {0: []}, spec={0: list(THREE)}, record=record(), state="Applying")
     out = decide(applying, names=(), now=NOW + 10 * TIMEOUT)
     assert out.writes == () and out.in_flight == 1
+    # Applying answered an earlier generation (another GPU's change was written since): still applying.
+    older = mig_node_gpus("n1", {0: []}, spec={0: list(THREE)}, record=record(), state="Applying", observed=0)
+    assert decide(older, names=(), now=NOW + 10 * TIMEOUT).writes == ()
+
+
+def test_a_change_whose_agent_went_silent_while_applying_is_dropped() -> None:
+    applying = mig_node_gpus("n1", {0: []}, spec={0: list(THREE)}, record=record(), state="Applying")
+    applying["status"]["heartbeat"] = "2026-01-01T00:00:00Z"  # NOW, when the change was written
+    assert decide(applying, now=NOW + TIMEOUT - 1).writes == ()
+    late = decide(applying, now=NOW + TIMEOUT + 1)
+    assert only_write(late).outcomes == (("dropped", 0),) and late.holds == {}
 
 
 def test_a_change_the_agent_does_not_start_in_time_is_dropped() -> None:
@@ -241,3 +252,11 @@ def test_an_admission_on_slices_that_exist_is_not_held() -> None:
     ngpu = mig_node_gpus("n1", {0: list(THREE)})
     out = decide(ngpu, the_plan=plan(admit("w", waits=False)))
     assert out.writes == () and out.holds == {}
+
+
+def test_a_dropped_change_on_a_gpu_reported_without_mig_removes_its_entry() -> None:
+    # GPU 1 is not reported MIG-enabled now (a reset, say): restoring "its layout" would write an
+    # empty one, which asks for MIG and no instances; the entry goes instead.
+    nodes = mig_node_gpus("n1", {0: []}, spec={1: list(THREE)}, record=record(gpu=1), state="Pending")
+    write = only_write(decide(nodes, names=()))
+    assert write.outcomes == (("dropped", 1),) and write.spec == ()

@@ -8,7 +8,9 @@ import pytest
 
 from optsched.errors import InputError
 from optsched.snapshot.node_gpus import read_node_gpus
+from optsched.snapshot.node_mig import advertised_as_reported
 from tests.snapshot.raw import node_gpus
+from tests.solver.mig_builders import mig_gpu, mig_node
 
 
 def _mig(obj: dict[str, Any], gpu: int, *instances: tuple[str, int, bool]) -> None:
@@ -94,3 +96,16 @@ def test_a_malformed_instance_names_its_field(field: str, value: object, expecte
     with pytest.raises(InputError) as err:
         read_node_gpus(obj)
     assert f"status.gpus[0].mig.instances[0].{field}" in str(err.value) and expected in str(err.value)
+
+
+def test_a_node_not_yet_advertising_its_new_layout_offers_the_smaller_count_and_no_change() -> None:
+    # GPU 0 became two 3g; the device plugin still advertises the old 7g.
+    node, _ = mig_node("m1", mig_gpu(0, ("3g.40gb", 0), ("3g.40gb", 4)), mig_gpu(1))
+    stale = node.model_copy(update={"extended": {"nvidia.com/mig-7g.80gb": 1, "example.com/fpga": 2}})
+    fixed = advertised_as_reported(stale)
+    assert fixed.extended == {"nvidia.com/mig-7g.80gb": 0, "example.com/fpga": 2}
+    assert all(
+        "does not advertise" in g.hold and "7g.80gb 1 advertised / 0 reported" in g.hold
+        for g in fixed.mig_gpus
+    )
+    assert advertised_as_reported(node) is node  # agreeing counts: nothing held
