@@ -24,35 +24,44 @@ def plannable(node: Node) -> tuple[MigGpu, ...]:
 
 def gpu_headroom(gpu: MigGpu) -> dict[str, int]:
     """Per MIG resource: instances a new layout of ``gpu`` could have beyond those it has now."""
-    model = model_named(gpu.model)
-    if model is None or gpu.hold:
+    if gpu.hold:
         return {}
-    kept = [MigSlot(i.profile, i.start) for i in gpu.in_use]
+    return _room(gpu, [MigSlot(i.profile, i.start) for i in gpu.in_use])
+
+
+def _room(gpu: MigGpu, kept: list[MigSlot]) -> dict[str, int]:
+    """Per MIG resource: instances beyond the current ones a layout keeping ``kept`` could have."""
+    model = model_named(gpu.model)
+    if model is None:
+        return {}
+    now = gpu.resources()
     out: dict[str, int] = {}
     for profile in model.profiles:
-        now = sum(1 for i in gpu.instances if i.profile == profile.name)
-        extra = most_instances(model, profile, kept) - now
+        name = resource_name(profile.name)
+        extra = most_instances(model, profile, kept) - now.get(name, 0)
         if extra > 0:
-            out[resource_name(profile.name)] = extra
+            out[name] = extra
+    return out
+
+
+def _plus(base: dict[str, int], rooms: list[dict[str, int]]) -> dict[str, int]:
+    out = dict(base)
+    for room in rooms:
+        for name, extra in room.items():
+            out[name] = out.get(name, 0) + extra
     return out
 
 
 def mig_headroom(node: Node) -> dict[str, int]:
     """Per MIG resource: instances the node could gain by re-laying out the GPUs it may change."""
-    out: dict[str, int] = {}
-    for gpu in plannable(node):
-        for name, extra in gpu_headroom(gpu).items():
-            out[name] = out.get(name, 0) + extra
-    return out
+    return _plus({}, [gpu_headroom(gpu) for gpu in plannable(node)])
 
 
 def potential_extended(node: Node) -> dict[str, int]:
     """The node's extended resources with the MIG headroom added: the most a plan could use."""
     if not node.mig_gpus:
         return node.extended
-    room = mig_headroom(node)
-    names = set(node.extended) | set(room)
-    return {name: node.extended.get(name, 0) + room.get(name, 0) for name in sorted(names)}
+    return _plus(node.extended, [mig_headroom(node)])
 
 
 def mig_ceiling(node: Node) -> dict[str, int]:
@@ -60,15 +69,4 @@ def mig_ceiling(node: Node) -> dict[str, int]:
     for each profile alone: the most it could ever offer, for judging whether a pod can ever fit."""
     if not node.mig_gpus:
         return node.extended
-    out = dict(node.extended)
-    for gpu in node.mig_gpus:
-        model = model_named(gpu.model)
-        if model is None:
-            continue
-        for profile in model.profiles:
-            name = resource_name(profile.name)
-            now = sum(1 for i in gpu.instances if i.profile == profile.name)
-            extra = most_instances(model, profile, []) - now
-            if extra > 0:
-                out[name] = out.get(name, 0) + extra
-    return out
+    return _plus(node.extended, [_room(gpu, []) for gpu in node.mig_gpus])

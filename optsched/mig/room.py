@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
-from optsched.mig.layout import MigSlot, resource_name
+from optsched.mig.layout import MigSlot
 from optsched.mig.profiles import MigModel, MigProfile, models
 
 
@@ -21,11 +21,6 @@ from optsched.mig.profiles import MigModel, MigProfile, models
 def model_named(name: str) -> MigModel | None:
     """The profile table's model called ``name`` (``A100-80GB``); None if there is none."""
     return next((m for m in models() if m.name == name), None)
-
-
-def profile_for_resource(model: MigModel, resource: str) -> MigProfile | None:
-    """The model's profile a ``nvidia.com/mig-<profile>`` resource names; None if it has none."""
-    return next((p for p in model.profiles if resource_name(p.name) == resource), None)
 
 
 def occupied(model: MigModel, slots: Sequence[MigSlot]) -> set[int]:

@@ -64,16 +64,23 @@ class MigGpu(Frozen):
     def in_use(self) -> tuple[MigInstanceState, ...]:
         return tuple(i for i in self.instances if i.in_use)
 
+    def resources(self, *, free_only: bool = False) -> dict[str, int]:
+        """Per MIG resource: its instances (only those no pod uses, with ``free_only``)."""
+        out: dict[str, int] = {}
+        for instance in self.instances:
+            if not (free_only and instance.in_use):
+                name = mig_resource(instance.profile)
+                out[name] = out.get(name, 0) + 1
+        return out
+
     @property
     def unavailable(self) -> dict[str, int]:
         """Per MIG resource: free instances no pod may be given (those of a GPU that is changing)."""
-        out: dict[str, int] = {}
-        if self.changing:
-            for instance in self.instances:
-                if not instance.in_use:
-                    name = mig_resource(instance.profile)
-                    out[name] = out.get(name, 0) + 1
-        return out
+        return self.resources(free_only=True) if self.changing else {}
+
+    def held(self, why: str) -> MigGpu:
+        """This GPU with its layout held for ``why``, unless it is held already (the first reason stays)."""
+        return self if self.hold else self.model_copy(update={"hold": why})
 
     @property
     def layout(self) -> tuple[tuple[str, int], ...]:
@@ -106,13 +113,18 @@ class MigChange(_PlanValue):
     to: tuple[MigSlotView, ...] = ()
 
     @property
-    def created(self) -> tuple[MigSlotView, ...]:
-        """Instances in ``to`` that are not there yet."""
-        return tuple(s for s in self.to if s not in self.from_)
+    def destroyed(self) -> tuple[MigSlotView, ...]:
+        """Instances in ``from`` the change removes."""
+        return tuple(s for s in self.from_ if s not in self.to)
 
     @property
-    def destroyed(self) -> tuple[MigSlotView, ...]:
-        return tuple(s for s in self.from_ if s not in self.to)
+    def resource_delta(self) -> dict[str, int]:
+        """Per MIG resource: instances the change adds (negative: removes); zeros left out."""
+        out: dict[str, int] = {}
+        for slot, step in [*((s, 1) for s in self.to), *((s, -1) for s in self.from_)]:
+            name = mig_resource(slot.profile)
+            out[name] = out.get(name, 0) + step
+        return {name: delta for name, delta in sorted(out.items()) if delta}
 
 
 def slots(layout: tuple[tuple[str, int], ...] | list[tuple[str, int]]) -> tuple[MigSlotView, ...]:

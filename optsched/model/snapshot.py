@@ -117,6 +117,10 @@ class Node(Frozen):
         """The GPU product (GFD's ``nvidia.com/gpu.product``); empty for a node without GPU labels."""
         return self.gpu_product or self.labels.get(PRODUCT_LABEL, "")
 
+    def mig_gpu(self, index: int) -> MigGpu | None:
+        """The MIG-enabled GPU of this index; None where GPU ``index`` is not one."""
+        return next((g for g in self.mig_gpus if g.index == index), None)
+
     @property
     def mig_unavailable(self) -> dict[str, int]:
         """Per MIG resource: advertised instances no pod may be given now (a layout change is in flight)."""

@@ -27,7 +27,7 @@ from optsched.model.plan import (
 )
 from optsched.model.snapshot import Node, Snapshot, Workload
 from optsched.planning.enforcement import count_enforcement, enforced
-from optsched.planning.mig_changes import apply_layouts, mig_changes, waiting_for_layouts
+from optsched.planning.mig_changes import book_layouts
 from optsched.planning.reasons import PlanContext, beyond_window_reason, explain_deferral
 from optsched.planning.summary import summarize
 
@@ -95,9 +95,8 @@ def build_plan(
     """The plan for ``placement``: decisions in queue order, reasons, summary and warnings."""
     base = Baseline.reuse(snapshot, baseline)
     after = base.state.copy()
-    apply_layouts(snapshot, placement, after)
+    changes, waiting = book_layouts(snapshot, placement, base.state, after)
     build_warnings = apply_placement(snapshot, placement, after)
-    waiting = waiting_for_layouts(snapshot, placement, base.state)
     ordered = sorted(snapshot.workloads, key=lambda w: w.queue_key)
     context = _context(snapshot, placement, base, ordered)
     decisions = []
@@ -128,7 +127,7 @@ def build_plan(
         bound=bound,
         gap=gap,
         workloads=_with_held(snapshot, decisions),
-        mig_changes=mig_changes(snapshot, placement),
+        mig_changes=changes,
         summary=summarize(snapshot, placement, base.state, after).model_copy(
             update={
                 "enforcement": count_enforcement(

@@ -24,7 +24,7 @@ from optsched.model.snapshot import Snapshot, Workload
 
 def _gpu(snapshot: Snapshot, node: str, index: int) -> MigGpu | None:
     found = snapshot.node(node)
-    return next((g for g in found.mig_gpus if g.index == index), None) if found is not None else None
+    return found.mig_gpu(index) if found is not None else None
 
 
 def mig_changes(snapshot: Snapshot, placement: Placement) -> list[MigChange]:
@@ -38,29 +38,18 @@ def mig_changes(snapshot: Snapshot, placement: Placement) -> list[MigChange]:
     return out
 
 
-def layout_deltas(snapshot: Snapshot, placement: Placement) -> dict[str, Counter[str]]:
-    """Node -> MIG resource -> instances the changes add (negative: remove)."""
-    out: dict[str, Counter[str]] = {}
-    for (node, index), layout in placement.mig_layouts.items():
-        gpu = _gpu(snapshot, node, index)
-        delta = out.setdefault(node, Counter())
-        delta.update(resource_name(p) for p, _ in layout)
-        delta.subtract(resource_name(p) for p, _ in (gpu.layout if gpu is not None else ()))
-    return out
-
-
-def apply_layouts(snapshot: Snapshot, placement: Placement, state: ClusterState) -> None:
+def apply_layouts(changes: list[MigChange], state: ClusterState) -> None:
     """Count the changed layouts' instances in ``state`` (before the pods are booked on it)."""
-    for node, delta in layout_deltas(snapshot, placement).items():
-        found = state.by_name.get(node)
+    for change in changes:
+        found = state.by_name.get(change.node)
         if found is None:
             continue
-        for name, amount in delta.items():
+        for name, amount in change.resource_delta.items():
             found.ext[name] = found.ext.get(name, 0) + amount
 
 
 def waiting_for_layouts(
-    snapshot: Snapshot, placement: Placement, before: ClusterState
+    snapshot: Snapshot, placement: Placement, changes: list[MigChange], before: ClusterState
 ) -> dict[str, list[str]]:
     """Workload key -> nodes whose new instances its pods need (the others use instances that exist).
 
@@ -71,18 +60,18 @@ def waiting_for_layouts(
     device plugin picks any free instance of the resource, and a pod on an
     instance the change removes would stall the change.
     """
-    if not placement.mig_layouts:
+    if not changes:
         return {}
-    changed = {node for node, _ in placement.mig_layouts}
-    free = {node: Counter(before.by_name[node].ext) for node in changed if node in before.by_name}
-    for (node, index), layout in placement.mig_layouts.items():
-        gpu = _gpu(snapshot, node, index)
-        if gpu is None or node not in free:
+    free = {c.node: Counter(before.by_name[c.node].ext) for c in changes if c.node in before.by_name}
+    for change in changes:
+        gpu = _gpu(snapshot, change.node, change.gpu)
+        if gpu is None or change.node not in free:
             continue
-        for instance in gpu.instances:
-            if not instance.in_use and (instance.profile, instance.start) not in layout:
+        in_use = {(i.profile, i.start) for i in gpu.in_use}
+        for slot in change.destroyed:
+            if (slot.profile, slot.start) not in in_use:
                 # The device plugin could hand out an instance the change destroys: none is offered.
-                free[node][resource_name(instance.profile)] = -(1 << 30)
+                free[change.node][resource_name(slot.profile)] = -(1 << 30)
     out: dict[str, list[str]] = {}
     ordered: list[Workload] = sorted(snapshot.workloads, key=lambda w: w.queue_key)
     for workload in ordered:
@@ -101,3 +90,13 @@ def waiting_for_layouts(
             else:
                 out.setdefault(workload.key, []).append(node)
     return out
+
+
+def book_layouts(
+    snapshot: Snapshot, placement: Placement, before: ClusterState, after: ClusterState
+) -> tuple[list[MigChange], dict[str, list[str]]]:
+    """The placement's layout changes, counted in ``after`` (before its pods are booked there), and
+    the admissions that wait for them, judged on ``before``."""
+    changes = mig_changes(snapshot, placement)
+    apply_layouts(changes, after)
+    return changes, waiting_for_layouts(snapshot, placement, changes, before)

@@ -18,7 +18,6 @@ from optsched.capacity.baseline import Baseline
 from optsched.capacity.fragmentation import counted_shapes
 from optsched.capacity.mig_choice import most_useful
 from optsched.errors import InputError
-from optsched.model.mig import MigGpu
 from optsched.model.placement import Placement
 from optsched.model.plan import Plan, PlanStatus
 from optsched.model.snapshot import Node, Snapshot, Workload
@@ -87,14 +86,11 @@ def layouts_kept(
     if not any(g.hold == "" for n in snapshot.nodes for g in n.mig_gpus):
         return snapshot
 
-    def held(node: Node, gpu: MigGpu) -> MigGpu:
-        keep = gpu.hold or (node.name, gpu.index) in except_
-        return gpu if keep else gpu.model_copy(update={"hold": why})
+    def held(node: Node) -> Node:
+        gpus = tuple(g if (node.name, g.index) in except_ else g.held(why) for g in node.mig_gpus)
+        return node.model_copy(update={"mig_gpus": gpus})
 
-    nodes = tuple(
-        n.model_copy(update={"mig_gpus": tuple(held(n, g) for g in n.mig_gpus)}) if n.mig_gpus else n
-        for n in snapshot.nodes
-    )
+    nodes = tuple(held(n) if n.mig_gpus else n for n in snapshot.nodes)
     return snapshot.model_copy(update={"nodes": nodes})
 
 

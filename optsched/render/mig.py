@@ -81,10 +81,8 @@ def change_text(change: MigChange) -> str:
 
 
 def _gpu_of(snapshot: Snapshot, change: MigChange) -> tuple[Node | None, MigGpu | None]:
-    node = next((n for n in snapshot.nodes if n.name == change.node), None)
-    if node is None:
-        return None, None
-    return node, next((g for g in node.mig_gpus if g.index == change.gpu), None)
+    node = snapshot.node(change.node)
+    return (node, node.mig_gpu(change.gpu)) if node is not None else (None, None)
 
 
 def _in_use(gpu: MigGpu | None) -> set[tuple[str, int]]:

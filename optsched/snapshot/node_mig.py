@@ -25,7 +25,7 @@ from typing import Any
 from optsched.errors import InputError
 from optsched.mig.layout import MigSlot, layout_problems
 from optsched.mig.profiles import model_for
-from optsched.model.mig import MigGpu, MigInstanceState, mig_resource
+from optsched.model.mig import MigGpu, MigInstanceState
 from optsched.model.names import MIG_PREFIX
 from optsched.model.snapshot import Node
 from optsched.snapshot.fields import as_list, as_map, as_str, describe, get_int, get_list, get_map
@@ -140,9 +140,8 @@ def advertised_as_reported(node: Node) -> Node:
         return node
     reported: dict[str, int] = {}
     for gpu in node.mig_gpus:
-        for instance in gpu.instances:
-            name = mig_resource(instance.profile)
-            reported[name] = reported.get(name, 0) + 1
+        for name, count in gpu.resources().items():
+            reported[name] = reported.get(name, 0) + count
     advertised = {k: v for k, v in node.extended.items() if k.startswith(MIG_PREFIX)}
     if advertised == reported:
         return node
@@ -154,5 +153,5 @@ def advertised_as_reported(node: Node) -> Node:
         if advertised.get(k, 0) != reported.get(k, 0)
     )
     why = f"the node does not advertise its GPUs' MIG instances yet ({differ})"
-    gpus = tuple(g if g.hold else g.model_copy(update={"hold": why}) for g in node.mig_gpus)
+    gpus = tuple(g.held(why) for g in node.mig_gpus)
     return node.model_copy(update={"extended": extended, "mig_gpus": gpus})

@@ -89,7 +89,7 @@ def mig_layouts(variables: Variables, value: Value) -> dict[tuple[str, int], tup
     out = {}
     nodes = variables.problem.snapshot.nodes
     for g in variables.mig.gpus:
-        chosen = tuple(sorted((p.profile, p.start) for p in g.placements if value(p.var)))
+        chosen = g.chosen(value)
         if chosen != g.gpu.layout:
             out[(nodes[g.node].name, g.gpu.index)] = chosen
     return out

@@ -9,6 +9,7 @@ those the GPU has now.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -43,10 +44,9 @@ class MigGpuVars:
     changed: cp_model.IntVar
     """1 when the chosen layout differs from the GPU's current one."""
 
-    def layout(self, value: dict[int, int] | None = None) -> tuple[tuple[str, int], ...]:
-        """The ``(profile, start)`` pairs chosen, by variable values (index -> value)."""
-        values = value or {}
-        return tuple(sorted((p.profile, p.start) for p in self.placements if values.get(p.var.index, 0)))
+    def chosen(self, value: Callable[[cp_model.IntVar], int]) -> tuple[tuple[str, int], ...]:
+        """The ``(profile, start)`` pairs a solution (``value`` reads it) gives the GPU, sorted."""
+        return tuple(sorted((p.profile, p.start) for p in self.placements if value(p.var)))
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from optsched.mig.layout import MigSlot, layout_problems, resource_name
+from optsched.mig.layout import MigSlot, layout_problems
 from optsched.mig.profiles import MigModel, models
 from optsched.model.mig import MigChange, MigGpu, MigSlotView
 from optsched.model.names import MIG_PREFIX
@@ -59,7 +59,7 @@ def check_mig_changes(snapshot: Snapshot, plan: Plan) -> list[str]:
         if node is None:
             violations.append(f"{where}: no such node")
             continue
-        gpu = next((g for g in node.mig_gpus if g.index == change.gpu), None)
+        gpu = node.mig_gpu(change.gpu)
         if gpu is None:
             enabled = ", ".join(str(g.index) for g in node.mig_gpus) or "none"
             violations.append(f"{where}: not a MIG-enabled GPU of the node (MIG-enabled GPUs: {enabled})")
@@ -180,9 +180,7 @@ def layout_deltas(snapshot: Snapshot, plan: Plan) -> LayoutDeltas:
         if change.node not in nodes or (change.node, change.gpu) in seen:
             continue
         seen.add((change.node, change.gpu))
-        counts: Counter[str] = Counter(resource_name(s.profile) for s in change.to)
-        counts.subtract(resource_name(s.profile) for s in change.from_)
         node = deltas.setdefault(change.node, {})
-        for resource, delta in counts.items():
+        for resource, delta in change.resource_delta.items():
             node[resource] = node.get(resource, 0) + delta
     return {n: {r: d for r, d in sorted(res.items()) if d} for n, res in deltas.items()}

@@ -8,7 +8,7 @@ import pytest
 
 from optsched.mig.layout import MigSlot, layout_problems
 from optsched.mig.profiles import MigModel, models
-from optsched.mig.room import model_named, most_instances, profile_for_resource
+from optsched.mig.room import model_named, most_instances
 
 
 def _h100() -> MigModel:
@@ -53,10 +53,3 @@ def test_the_count_is_exact_against_brute_force(model: MigModel) -> None:
                     break
             own = sum(1 for s in kept if s.profile == profile.name)
             assert most_instances(model, profile, kept) == own + best, (model.name, profile.name, kept)
-
-
-def test_a_resource_name_finds_its_profile() -> None:
-    model = _h100()
-    found = profile_for_resource(model, "nvidia.com/mig-1g.10gb.me")
-    assert found is not None and found.name == "1g.10gb+me"
-    assert profile_for_resource(model, "nvidia.com/mig-9g.1gb") is None

@@ -27,7 +27,7 @@ from optsched.mig.layout import resource_name
 from optsched.mig.profiles import MigProfile
 from optsched.model.names import MIG_PREFIX
 from optsched.solver.context import ModelContext, Switch
-from optsched.solver.hints import HintView
+from optsched.solver.hints import HintView, any_of
 from optsched.solver.mig_vars import MigGpuVars
 from optsched.solver.objective import ObjectiveTerm, Phase, Stage
 
@@ -78,13 +78,9 @@ def _opened(ctx: ModelContext, gpus: list[MigGpuVars]) -> list[cp_model.IntVar]:
         opened = ctx.model.new_bool_var(f"mig-opened[{g.node},{g.gpu.index}]")
         for var in new:
             ctx.model.add_implication(var, opened)
-        ctx.derive(opened, partial(_any, vars_=new))
+        ctx.derive(opened, any_of(new))
         out.append(opened)
     return out
-
-
-def _any(h: HintView, *, vars_: list[cp_model.IntVar]) -> int:
-    return int(any(h(v) for v in vars_))
 
 
 def _demand(ctx: ModelContext) -> Counter[str]:
